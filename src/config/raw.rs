@@ -1,0 +1,460 @@
+//! The TOML file as written: every key optional and spanned, unknown keys rejected.
+//! [`apply`] validates each present value and stores it into the typed [`Config`].
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{Config, ConfigError, LogFormat, LogTarget};
+use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
+
+type S<T> = Option<Spanned<T>>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    server: Option<RawServer>,
+    http: Option<RawHttp>,
+    log: Option<RawLog>,
+    mime: Option<BTreeMap<String, Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: S<Vec<String>>,
+    root: S<String>,
+    workers: S<i64>,
+    max_connections: S<i64>,
+    backlog: S<i64>,
+    sendfile: S<bool>,
+    sendfile_min: S<i64>,
+    shutdown_timeout: S<RawDuration>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    keepalive_requests: S<i64>,
+    keepalive_timeout: S<RawDuration>,
+    header_timeout: S<RawDuration>,
+    send_timeout: S<RawDuration>,
+    max_header_bytes: S<i64>,
+    max_uri_bytes: S<i64>,
+    max_headers: S<i64>,
+    max_body_discard: S<i64>,
+    index: S<Vec<String>>,
+    dotfiles: S<DotfilePolicy>,
+    symlinks: S<SymlinkPolicy>,
+    charset: S<String>,
+    server_header: S<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLog {
+    access: S<String>,
+    format: S<LogFormat>,
+    error: S<String>,
+}
+
+/// A duration: whole seconds, or a string with a unit ("500ms", "10s", "2m", "1h").
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDuration {
+    Secs(i64),
+    Text(String),
+}
+
+/// Turns a byte offset into a 1-based line number.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+struct Ctx<'a> {
+    text: &'a str,
+    base: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn err<T>(
+        &self,
+        key: &str,
+        span: std::ops::Range<usize>,
+        msg: impl std::fmt::Display,
+    ) -> Result<T, ConfigError> {
+        Err(ConfigError(format!(
+            "line {}: {key}: {msg}",
+            line_of(self.text, span.start)
+        )))
+    }
+
+    fn int<T: TryFrom<i64>>(
+        &self,
+        key: &str,
+        v: &Spanned<i64>,
+        min: i64,
+        max: i64,
+    ) -> Result<T, ConfigError> {
+        let n = *v.get_ref();
+        if n < min || n > max {
+            return self.err(
+                key,
+                v.span(),
+                format_args!("{n} is out of range ({min} to {max})"),
+            );
+        }
+        match T::try_from(n) {
+            Ok(t) => Ok(t),
+            Err(_) => self.err(key, v.span(), format_args!("{n} is out of range")),
+        }
+    }
+
+    fn duration(
+        &self,
+        key: &str,
+        v: &Spanned<RawDuration>,
+        max_secs: u64,
+    ) -> Result<Duration, ConfigError> {
+        let d = match v.get_ref() {
+            RawDuration::Secs(n) if *n >= 0 => Some(Duration::from_secs(*n as u64)),
+            RawDuration::Secs(_) => None,
+            RawDuration::Text(s) => parse_duration(s),
+        };
+        match d {
+            None => self.err(
+                key,
+                v.span(),
+                "expected seconds or a duration such as \"500ms\", \"10s\", \"2m\", \"1h\"",
+            ),
+            Some(d) if d.is_zero() || d > Duration::from_secs(max_secs) => self.err(
+                key,
+                v.span(),
+                format_args!("must be more than 0 and at most {max_secs} seconds"),
+            ),
+            Some(d) => Ok(d),
+        }
+    }
+
+    fn log_target(
+        &self,
+        key: &str,
+        v: &Spanned<String>,
+        allow_off: bool,
+    ) -> Result<LogTarget, ConfigError> {
+        match v.get_ref().as_str() {
+            "" => self.err(key, v.span(), "must not be empty"),
+            "-" => Ok(LogTarget::Std),
+            "off" if allow_off => Ok(LogTarget::Off),
+            "off" => self.err(
+                key,
+                v.span(),
+                "the error log cannot be turned off; use \"-\" or a file",
+            ),
+            p => Ok(LogTarget::File(self.base.join(p))),
+        }
+    }
+}
+
+/// Parses "250ms", "10s", "2m", "1h" (and a bare number of seconds in a string).
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let ms = match unit.trim() {
+        "ms" => n,
+        "" | "s" => n.checked_mul(1000)?,
+        "m" => n.checked_mul(60_000)?,
+        "h" => n.checked_mul(3_600_000)?,
+        _ => return None,
+    };
+    Some(Duration::from_millis(ms))
+}
+
+/// Resolves a `host:port` string (IPv6 in brackets) to its socket addresses.
+pub(crate) fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(vec![a]);
+    }
+    match s.to_socket_addrs() {
+        Ok(addrs) => {
+            let v: Vec<SocketAddr> = addrs.collect();
+            if v.is_empty() {
+                Err(format!("\"{s}\" resolves to no address"))
+            } else {
+                Ok(v)
+            }
+        }
+        Err(e) => Err(format!("\"{s}\" is not a valid host:port ({e})")),
+    }
+}
+
+pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), ConfigError> {
+    let raw: Raw = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| line_of(text, s.start));
+        let msg = e.message().trim_end().to_string();
+        match line {
+            Some(l) => ConfigError(format!("line {l}: {msg}")),
+            None => ConfigError(msg),
+        }
+    })?;
+    let cx = Ctx { text, base };
+
+    if let Some(s) = raw.server {
+        if let Some(v) = s.listen {
+            let mut all = Vec::new();
+            for a in v.get_ref() {
+                match parse_listen(a) {
+                    Ok(mut addrs) => all.append(&mut addrs),
+                    Err(e) => return cx.err("server.listen", v.span(), e),
+                }
+            }
+            if all.is_empty() {
+                return cx.err("server.listen", v.span(), "at least one address is needed");
+            }
+            cfg.listen = all;
+        }
+        if let Some(v) = s.root {
+            if v.get_ref().is_empty() {
+                return cx.err("server.root", v.span(), "must not be empty");
+            }
+            cfg.root = base.join(v.get_ref());
+        }
+        if let Some(v) = s.workers {
+            if *v.get_ref() != 1 {
+                return cx.err(
+                    "server.workers",
+                    v.span(),
+                    "only 1 is supported in this version (one event loop per process)",
+                );
+            }
+            cfg.workers = 1;
+        }
+        if let Some(v) = s.max_connections {
+            cfg.max_connections = cx.int("server.max_connections", &v, 1, 10_000_000)?;
+        }
+        if let Some(v) = s.backlog {
+            cfg.backlog = cx.int("server.backlog", &v, 1, 65_535)?;
+        }
+        if let Some(v) = s.sendfile {
+            cfg.sendfile = *v.get_ref();
+        }
+        if let Some(v) = s.sendfile_min {
+            cfg.sendfile_min = cx.int("server.sendfile_min", &v, 0, 64 * 1024 * 1024)?;
+        }
+        if let Some(v) = s.shutdown_timeout {
+            cfg.shutdown_timeout = cx.duration("server.shutdown_timeout", &v, 86_400)?;
+        }
+    }
+
+    if let Some(h) = raw.http {
+        if let Some(v) = h.keepalive_requests {
+            cfg.keepalive_requests = cx.int("http.keepalive_requests", &v, 1, u32::MAX as i64)?;
+        }
+        if let Some(v) = h.keepalive_timeout {
+            cfg.keepalive_timeout = cx.duration("http.keepalive_timeout", &v, 86_400)?;
+        }
+        if let Some(v) = h.header_timeout {
+            cfg.header_timeout = cx.duration("http.header_timeout", &v, 86_400)?;
+        }
+        if let Some(v) = h.send_timeout {
+            cfg.send_timeout = cx.duration("http.send_timeout", &v, 86_400)?;
+        }
+        if let Some(v) = h.max_header_bytes {
+            cfg.max_header_bytes = cx.int("http.max_header_bytes", &v, 1024, 1024 * 1024)?;
+        }
+        if let Some(v) = h.max_uri_bytes {
+            cfg.max_uri_bytes = cx.int("http.max_uri_bytes", &v, 64, 1024 * 1024)?;
+        }
+        if let Some(v) = h.max_headers {
+            cfg.max_headers = cx.int("http.max_headers", &v, 8, 1000)?;
+        }
+        if let Some(v) = h.max_body_discard {
+            cfg.max_body_discard = cx.int("http.max_body_discard", &v, 0, i64::MAX)?;
+        }
+        if let Some(v) = h.index {
+            for name in v.get_ref() {
+                if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                    return cx.err(
+                        "http.index",
+                        v.span(),
+                        format_args!("\"{name}\" is not a plain file name"),
+                    );
+                }
+            }
+            cfg.index = v.into_inner();
+        }
+        if let Some(v) = h.dotfiles {
+            cfg.dotfiles = v.into_inner();
+        }
+        if let Some(v) = h.symlinks {
+            cfg.symlinks = v.into_inner();
+        }
+        if let Some(v) = h.charset {
+            if !v
+                .get_ref()
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+            {
+                return cx.err(
+                    "http.charset",
+                    v.span(),
+                    "must be a charset name such as \"utf-8\"",
+                );
+            }
+            cfg.charset = v.into_inner();
+        }
+        if let Some(v) = h.server_header {
+            if !crate::http::is_field_value(v.get_ref().as_bytes()) {
+                return cx.err("http.server_header", v.span(), "must be printable text");
+            }
+            cfg.server_header = v.into_inner();
+        }
+    }
+
+    if let Some(l) = raw.log {
+        if let Some(v) = l.access {
+            cfg.access_log = cx.log_target("log.access", &v, true)?;
+        }
+        if let Some(v) = l.format {
+            cfg.log_format = v.into_inner();
+        }
+        if let Some(v) = l.error {
+            cfg.error_log = cx.log_target("log.error", &v, false)?;
+        }
+    }
+
+    if let Some(m) = raw.mime {
+        for (ext, ty) in m {
+            let key = format!("mime.{ext}");
+            let valid_ext = !ext.is_empty() && !ext.contains(['.', '/']);
+            if !valid_ext {
+                return cx.err(
+                    &key,
+                    ty.span(),
+                    "the key must be a file extension without the dot",
+                );
+            }
+            if !crate::http::mime::is_media_type(ty.get_ref()) {
+                return cx.err(
+                    &key,
+                    ty.span(),
+                    "must be a media type such as \"text/plain\"",
+                );
+            }
+            cfg.mime.insert(ext.to_ascii_lowercase(), ty.into_inner());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(s: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(s, Path::new("/etc"))
+    }
+
+    #[test]
+    fn empty_file_is_defaults() {
+        let c = load("").unwrap();
+        assert_eq!(c.keepalive_requests, Config::default().keepalive_requests);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = load("[http]\nkeepalive_requests = 5\nbogus_key = 1\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("bogus_key") && e.contains("line 3"), "{e}");
+        let e = load("[nope]\n").unwrap_err().0;
+        assert!(e.contains("nope") && e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_names_key_and_line() {
+        let e = load("\n[http]\nkeepalive_requests = 0\n").unwrap_err().0;
+        assert!(
+            e.contains("http.keepalive_requests") && e.contains("line 3"),
+            "{e}"
+        );
+        let e = load("[server]\nworkers = 4\n").unwrap_err().0;
+        assert!(e.contains("server.workers") && e.contains("line 2"), "{e}");
+        let e = load("[http]\nheader_timeout = \"10 parsecs\"\n")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("http.header_timeout"), "{e}");
+        let e = load("[http]\nmax_uri_bytes = 20000\n").unwrap_err().0;
+        assert!(e.contains("max_uri_bytes"), "{e}");
+    }
+
+    #[test]
+    fn durations_and_paths() {
+        let c = load("[http]\nheader_timeout = \"500ms\"\nkeepalive_timeout = 3\n[server]\nroot = \"site\"\n[log]\naccess = \"a.log\"\n").unwrap();
+        assert_eq!(c.header_timeout, Duration::from_millis(500));
+        assert_eq!(c.keepalive_timeout, Duration::from_secs(3));
+        assert_eq!(c.root, Path::new("/etc/site"));
+        assert_eq!(c.access_log, LogTarget::File("/etc/a.log".into()));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("x"), None);
+        assert_eq!(parse_duration("99999999999999999999h"), None);
+    }
+
+    #[test]
+    fn enums_and_lists() {
+        let c = load("[http]\ndotfiles = \"allow\"\nsymlinks = \"deny\"\nindex = [\"home.html\"]\n[server]\nlisten = [\"127.0.0.1:0\", \"[::1]:81\"]\n[mime]\nFOO = \"text/x-foo\"\n").unwrap();
+        assert_eq!(c.dotfiles, DotfilePolicy::Allow);
+        assert_eq!(c.symlinks, SymlinkPolicy::Deny);
+        assert_eq!(c.index, vec!["home.html".to_string()]);
+        assert_eq!(c.listen.len(), 2);
+        assert_eq!(c.mime.get("foo").map(String::as_str), Some("text/x-foo"));
+        assert!(load("[http]\nsymlinks = \"sometimes\"\n")
+            .unwrap_err()
+            .0
+            .contains("line 2"));
+        assert!(load("[server]\nlisten = [\"nowhere\"]\n").is_err());
+        assert!(load("[mime]\nfoo = \"not a type\"\n").is_err());
+    }
+
+    #[test]
+    fn shipped_config_is_valid_and_matches_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/ferrohttpd.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let c = Config::from_toml(&text, Path::new("/x/config")).unwrap();
+        let d = Config::default();
+        assert_eq!(c.root, Path::new("/x/config/../www"));
+        assert_eq!(c.listen, d.listen);
+        assert_eq!(c.keepalive_requests, d.keepalive_requests);
+        assert_eq!(c.keepalive_timeout, d.keepalive_timeout);
+        assert_eq!(c.header_timeout, d.header_timeout);
+        assert_eq!(c.send_timeout, d.send_timeout);
+        assert_eq!(c.shutdown_timeout, d.shutdown_timeout);
+        assert_eq!(c.max_header_bytes, d.max_header_bytes);
+        assert_eq!(c.max_uri_bytes, d.max_uri_bytes);
+        assert_eq!(c.max_headers, d.max_headers);
+        assert_eq!(c.max_body_discard, d.max_body_discard);
+        assert_eq!(c.max_connections, d.max_connections);
+        assert_eq!(c.backlog, d.backlog);
+        assert_eq!(c.sendfile, d.sendfile);
+        assert_eq!(c.sendfile_min, d.sendfile_min);
+        assert_eq!(c.index, d.index);
+        assert_eq!(c.dotfiles, d.dotfiles);
+        assert_eq!(c.symlinks, d.symlinks);
+        assert_eq!(c.charset, d.charset);
+        assert_eq!(c.server_header, d.server_header);
+        assert_eq!(c.access_log, d.access_log);
+        assert_eq!(c.log_format, d.log_format);
+        assert_eq!(c.error_log, d.error_log);
+    }
+}

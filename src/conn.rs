@@ -1,0 +1,827 @@
+//! One client connection: a small state machine and its output queue.
+//!
+//! ```text
+//!   Idle ──bytes──▶ Head ──complete head──▶ Send ──done, keep-alive──▶ Idle
+//!     │               │ (bad head: error response, close)   │
+//!     └──── deadline / EOF / error: close ◀─────────────────┴──done, close──▶ (Linger) ─▶ close
+//! ```
+//!
+//! * **Idle**: waiting for the first byte of a request (keep-alive deadline). Holds no buffer.
+//! * **Head**: part of a request head has arrived (header deadline, set once for the whole head).
+//! * **Send**: a response is queued; nothing more is read until it is out (backpressure, so
+//!   pipelined requests cost no memory). A short write moves a cursor; the write-stall
+//!   deadline restarts on every byte of progress.
+//! * **Linger**: the response is out and the connection is closing while the client may still
+//!   be sending; our side is shut down for writing and what arrives is read and dropped for
+//!   a short while, so the client is not hit by a reset before it has read the response.
+//!
+//! Sockets are edge-triggered: `readable`/`writable` remember readiness until a call returns
+//! `WouldBlock` (or a read comes back short, which means the socket was drained), so no
+//! syscall is made that is known to fail. [`Conn::drive`] runs the machine until it must wait,
+//! then says whether the connection waits, yields (its byte budget is spent), or closes.
+
+use std::io::{self, Read};
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use mio::net::TcpStream;
+
+use crate::fs::resolve::{self, Resolved};
+use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
+use crate::http::response::{error_body, Head};
+use crate::log::{Pending, Record, RequestLine};
+use crate::server::Ctx;
+use crate::sys;
+
+/// Bytes one connection may write per wake-up before others get their turn.
+const WRITE_BUDGET: usize = 1024 * 1024;
+/// Requests one connection may have answered per wake-up (pipelining) before yielding.
+const REQUEST_BUDGET: u32 = 64;
+/// The largest single `sendfile` call.
+const SENDFILE_CHUNK: usize = 512 * 1024;
+/// Staging buffer size when sendfile is off.
+const COPY_CHUNK: usize = 64 * 1024;
+/// How long a closing connection keeps draining what the client still sends.
+const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes drained while lingering before giving up.
+const LINGER_BYTES: usize = 256 * 1024;
+
+const ALLOW: &[u8] = b"GET, HEAD, OPTIONS";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Head,
+    Send,
+    Linger,
+}
+
+/// What the server should do with a connection after [`Conn::drive`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drive {
+    /// Wait for the next readiness event or deadline.
+    Wait,
+    /// Budget spent with work left: drive again after this poll round.
+    Yield,
+    /// Close the connection now.
+    Close,
+}
+
+/// The body part of the output queue.
+enum Body {
+    None,
+    /// Bytes in memory, sent with the head in one `sendmsg`.
+    Mem {
+        buf: Vec<u8>,
+        pos: usize,
+    },
+    /// A file range sent with `sendfile` (or read into `stage` and written when sendfile is
+    /// off); `pos..end` is what is left.
+    File {
+        file: std::fs::File,
+        pos: u64,
+        end: u64,
+        stage: Option<Staged>,
+    },
+}
+
+struct Staged {
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+/// A request body still to be read and thrown away before the next request.
+enum Discard {
+    None,
+    Length(u64),
+    Chunked(ChunkedSkipper),
+}
+
+enum WriteResult {
+    Done,
+    Blocked,
+    Budget,
+    Closed,
+}
+
+pub struct Conn {
+    sock: TcpStream,
+    pub peer: IpAddr,
+    phase: Phase,
+    /// Read buffer (from the pool), `rbuf[rstart..rend]` unconsumed.
+    rbuf: Option<Box<[u8]>>,
+    rstart: usize,
+    rend: usize,
+    readable: bool,
+    writable: bool,
+    peer_eof: bool,
+    /// Response head, `head[head_pos..]` unsent.
+    head: Vec<u8>,
+    head_pos: usize,
+    body: Body,
+    /// Close once the queued response is out.
+    close_after: bool,
+    discard: Discard,
+    served: u32,
+    pub deadline: Instant,
+    /// On the server's ready list already.
+    pub queued: bool,
+    log: Pending,
+    body_sent: u64,
+    lingered: usize,
+}
+
+impl Conn {
+    pub fn new(sock: TcpStream, peer: IpAddr, cx: &Ctx) -> Conn {
+        Conn {
+            sock,
+            peer,
+            phase: Phase::Idle,
+            rbuf: None,
+            rstart: 0,
+            rend: 0,
+            readable: true,
+            writable: true,
+            peer_eof: false,
+            head: Vec::new(),
+            head_pos: 0,
+            body: Body::None,
+            close_after: false,
+            discard: Discard::None,
+            served: 0,
+            deadline: cx.clock.now + cx.cfg.header_timeout,
+            queued: false,
+            log: Pending::default(),
+            body_sent: 0,
+            lingered: 0,
+        }
+    }
+
+    pub fn socket(&mut self) -> &mut TcpStream {
+        &mut self.sock
+    }
+
+    /// Records readiness reported by the poller.
+    pub fn ready(&mut self, readable: bool, writable: bool) {
+        self.readable |= readable;
+        self.writable |= writable;
+    }
+
+    /// True while nothing of a request has arrived: safe to close on shutdown.
+    pub fn is_idle(&self) -> bool {
+        self.phase == Phase::Idle && self.rstart == self.rend
+    }
+
+    /// Called at shutdown: finish what is in flight, then close.
+    pub fn stop_keepalive(&mut self) {
+        self.close_after = true;
+    }
+
+    /// Gives buffers back to the pools before the connection is dropped.
+    pub fn release(&mut self, cx: &mut Ctx) {
+        if let Some(b) = self.rbuf.take() {
+            cx.put_rbuf(b);
+        }
+        self.release_body(cx);
+    }
+
+    fn release_body(&mut self, cx: &mut Ctx) {
+        match std::mem::replace(&mut self.body, Body::None) {
+            Body::Mem { buf, .. }
+            | Body::File {
+                stage: Some(Staged { buf, .. }),
+                ..
+            } => cx.put_body(buf),
+            _ => {}
+        }
+    }
+
+    /// Runs the state machine until it has to wait.
+    pub fn drive(&mut self, cx: &mut Ctx) -> Drive {
+        let mut budget = WRITE_BUDGET;
+        let mut answered = 0;
+        loop {
+            match self.phase {
+                Phase::Send => match self.write(cx, &mut budget) {
+                    WriteResult::Done => {
+                        self.finish_response(cx);
+                        if self.close_after {
+                            return self.close(cx);
+                        }
+                    }
+                    WriteResult::Blocked => return Drive::Wait,
+                    WriteResult::Budget => return Drive::Yield,
+                    WriteResult::Closed => return Drive::Close,
+                },
+                Phase::Linger => return self.linger(cx),
+                Phase::Idle | Phase::Head => {
+                    if answered >= REQUEST_BUDGET {
+                        return Drive::Yield;
+                    }
+                    match self.consume(cx) {
+                        Ok(true) => {
+                            answered += 1;
+                            continue;
+                        }
+                        Ok(false) => {}
+                        Err(()) => return Drive::Close,
+                    }
+                    // Need more bytes.
+                    if self.peer_eof {
+                        return Drive::Close;
+                    }
+                    if !self.readable {
+                        if self.rstart == self.rend {
+                            if let Some(b) = self.rbuf.take() {
+                                cx.put_rbuf(b);
+                            }
+                            self.rstart = 0;
+                            self.rend = 0;
+                        }
+                        return Drive::Wait;
+                    }
+                    if !self.fill(cx) {
+                        return Drive::Close;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Uses buffered bytes: skips body bytes being discarded, then parses and answers one
+    /// request. `Ok(true)`: a response was queued; `Ok(false)`: more bytes are needed;
+    /// `Err`: close now.
+    fn consume(&mut self, cx: &mut Ctx) -> Result<bool, ()> {
+        if !self.skip_body(cx)? {
+            return Ok(false);
+        }
+        if self.rstart == self.rend {
+            return Ok(false);
+        }
+        let Some(mut rbuf) = self.rbuf.take() else {
+            return Ok(false);
+        };
+        let limits = cx.limits;
+        let queued = match request::parse(&mut rbuf[self.rstart..self.rend], &limits) {
+            Ok(Some(req)) => {
+                self.rstart += req.head_len;
+                self.respond(cx, &req);
+                true
+            }
+            Ok(None) => {
+                if self.phase == Phase::Idle {
+                    self.phase = Phase::Head;
+                    self.deadline = cx.clock.now + cx.cfg.header_timeout;
+                }
+                false
+            }
+            Err(rej) => {
+                let line = first_line(&rbuf[self.rstart..self.rend]);
+                self.reject(cx, rej, line);
+                self.rstart = self.rend;
+                true
+            }
+        };
+        self.rbuf = Some(rbuf);
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        Ok(queued)
+    }
+
+    /// Drops buffered bytes of a request body. `Ok(true)` when no body is pending any more.
+    fn skip_body(&mut self, cx: &Ctx) -> Result<bool, ()> {
+        let avail = self.rend - self.rstart;
+        match &mut self.discard {
+            Discard::None => return Ok(true),
+            Discard::Length(left) => {
+                let take = avail.min(usize::try_from(*left).unwrap_or(usize::MAX));
+                self.rstart += take;
+                *left -= take as u64;
+                if *left == 0 {
+                    self.discard = Discard::None;
+                }
+            }
+            Discard::Chunked(skip) => {
+                let Some(rbuf) = self.rbuf.as_deref() else {
+                    return Ok(false);
+                };
+                let used = skip.feed(&rbuf[self.rstart..self.rend]).map_err(|_| ())?;
+                self.rstart += used;
+                if skip.total > cx.cfg.max_body_discard {
+                    return Err(());
+                }
+                if skip.done() {
+                    self.discard = Discard::None;
+                }
+            }
+        }
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        Ok(matches!(self.discard, Discard::None))
+    }
+
+    /// Reads once into the buffer. False: close (EOF handled via `peer_eof`, error, full).
+    fn fill(&mut self, cx: &mut Ctx) -> bool {
+        let mut rbuf = match self.rbuf.take() {
+            Some(b) => b,
+            None => cx.take_rbuf(),
+        };
+        if self.rend == rbuf.len() && self.rstart > 0 {
+            rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+        let space = rbuf.len() - self.rend;
+        let result = if space == 0 {
+            Ok(0)
+        } else {
+            self.sock.read(&mut rbuf[self.rend..])
+        };
+        self.rbuf = Some(rbuf);
+        match result {
+            Ok(0) if space == 0 => {
+                // Unreachable in practice: a full buffer is a parse error first.
+                false
+            }
+            Ok(0) => {
+                self.peer_eof = true;
+                true
+            }
+            Ok(n) => {
+                if n < space {
+                    // A short read drained the socket; edge-triggered readiness will report
+                    // the next bytes, so don't spend a read on EAGAIN.
+                    self.readable = false;
+                }
+                if self.phase == Phase::Idle && matches!(self.discard, Discard::None) {
+                    self.phase = Phase::Head;
+                    self.deadline = cx.clock.now + cx.cfg.header_timeout;
+                }
+                self.rend += n;
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.readable = false;
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+            Err(_) => false,
+        }
+    }
+
+    /// Answers a parsed request: queues head and body and enters `Send`.
+    fn respond(&mut self, cx: &mut Ctx, req: &Request<'_>) {
+        let mut keep =
+            req.keep_alive && !self.close_after && self.served + 1 < cx.cfg.keepalive_requests;
+        match req.framing {
+            Framing::None => {}
+            Framing::Length(n) if n > cx.cfg.max_body_discard => {
+                return self.reject(
+                    cx,
+                    Reject {
+                        status: 413,
+                        why: "request body too large",
+                    },
+                    req_line(req),
+                );
+            }
+            _ if req.expect_continue => {
+                // The client may be waiting for 100 Continue before it sends the body; we
+                // don't want the body, so answer now and close instead of reading it.
+                keep = false;
+            }
+            Framing::Length(n) => self.discard = Discard::Length(n),
+            Framing::Chunked => self.discard = Discard::Chunked(ChunkedSkipper::default()),
+        }
+        self.close_after = !keep;
+
+        let status = match req.method {
+            Method::Get | Method::Head => self.serve_file(cx, req),
+            Method::Options => {
+                let mut h = Head::new(
+                    &mut self.head,
+                    204,
+                    cx.clock.http_date(),
+                    &cx.cfg.server_header,
+                );
+                h.field("Allow", ALLOW);
+                h.finish(keep, req.minor);
+                204
+            }
+            _ => self.error_response(cx, 405, req.minor, req.method == Method::Head),
+        };
+        self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
+        self.start_send(cx);
+    }
+
+    /// Serves GET/HEAD; returns the status queued.
+    fn serve_file(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+        let head_only = req.method == Method::Head;
+        if req.path == "*" {
+            return self.error_response(cx, 400, req.minor, head_only);
+        }
+        let mut path = std::mem::take(&mut cx.path);
+        let status = match resolve::normalize(req.path.as_bytes(), &mut path)
+            .and_then(|()| resolve::resolve(&cx.root, &path, &cx.resolve_opts()))
+        {
+            Ok(Resolved::File {
+                file,
+                meta,
+                url_path,
+            }) => self.file_response(cx, req, file, &meta, &url_path),
+            Ok(Resolved::Redirect) => {
+                let mut loc =
+                    Vec::with_capacity(req.path.len() + 2 + req.query.map_or(0, str::len));
+                loc.extend_from_slice(req.path.as_bytes());
+                loc.push(b'/');
+                if let Some(q) = req.query {
+                    loc.push(b'?');
+                    loc.extend_from_slice(q.as_bytes());
+                }
+                self.error_response_with(cx, 301, req.minor, head_only, Some(("Location", &loc)))
+            }
+            Err(e) => {
+                if let resolve::ResolveError::Io(err) = &e {
+                    cx.errors.log(
+                        cx.clock.log_date(),
+                        format_args!("open {:?} (root {}): {err}", path, cx.root.path().display()),
+                    );
+                }
+                self.error_response(cx, e.status(), req.minor, head_only)
+            }
+        };
+        cx.path = path;
+        status
+    }
+
+    fn file_response(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        file: std::fs::File,
+        meta: &std::fs::Metadata,
+        url_path: &str,
+    ) -> u16 {
+        let head_only = req.method == Method::Head;
+        let mut size = meta.len();
+        let small =
+            size < cx.cfg.sendfile_min.max(1) || (!cx.cfg.sendfile && size <= COPY_CHUNK as u64);
+        if !head_only && small {
+            let mut buf = cx.take_body();
+            match read_all(&file, &mut buf, size) {
+                Ok(()) => {
+                    size = buf.len() as u64;
+                    self.body = Body::Mem { buf, pos: 0 };
+                }
+                Err(e) => {
+                    cx.put_body(buf);
+                    cx.errors.log(
+                        cx.clock.log_date(),
+                        format_args!("read {url_path:?} (root {}): {e}", cx.root.path().display()),
+                    );
+                    return self.error_response(cx, 500, req.minor, head_only);
+                }
+            }
+        } else if !head_only && size > 0 {
+            let stage = (!cx.cfg.sendfile).then(|| Staged {
+                buf: cx.take_body(),
+                pos: 0,
+            });
+            self.body = Body::File {
+                file,
+                pos: 0,
+                end: size,
+                stage,
+            };
+        }
+        let mut h = Head::new(
+            &mut self.head,
+            200,
+            cx.clock.http_date(),
+            &cx.cfg.server_header,
+        );
+        h.field("Content-Type", cx.mime.lookup(url_path).as_bytes());
+        h.number("Content-Length", size);
+        if let Some(lm) = last_modified(meta, cx.clock.unix_secs()) {
+            h.field("Last-Modified", lm.as_bytes());
+        }
+        h.finish(!self.close_after, req.minor);
+        200
+    }
+
+    /// Queues an error (or other bodyless-by-nature) response with the small HTML body.
+    fn error_response(&mut self, cx: &mut Ctx, status: u16, minor: u8, head_only: bool) -> u16 {
+        self.error_response_with(cx, status, minor, head_only, None)
+    }
+
+    fn error_response_with(
+        &mut self,
+        cx: &mut Ctx,
+        status: u16,
+        minor: u8,
+        head_only: bool,
+        extra: Option<(&str, &[u8])>,
+    ) -> u16 {
+        self.release_body(cx);
+        let mut buf = cx.take_body();
+        error_body(&mut buf, status);
+        let mut h = Head::new(
+            &mut self.head,
+            status,
+            cx.clock.http_date(),
+            &cx.cfg.server_header,
+        );
+        h.field("Content-Type", b"text/html; charset=utf-8");
+        h.number("Content-Length", buf.len() as u64);
+        if status == 405 {
+            h.field("Allow", ALLOW);
+        }
+        if let Some((name, value)) = extra {
+            h.field(name, value);
+        }
+        h.finish(!self.close_after, minor);
+        if head_only {
+            cx.put_body(buf);
+        } else {
+            self.body = Body::Mem { buf, pos: 0 };
+        }
+        status
+    }
+
+    /// Answers a request that cannot be trusted, and closes after the response.
+    fn reject(&mut self, cx: &mut Ctx, rej: Reject, line: RequestLine<'_>) {
+        self.close_after = true;
+        self.discard = Discard::None;
+        self.error_response(cx, rej.status, 1, false);
+        self.begin_log(cx, rej.status, line, None, None);
+        self.start_send(cx);
+    }
+
+    fn begin_log(
+        &mut self,
+        cx: &Ctx,
+        status: u16,
+        line: RequestLine<'_>,
+        referer: Option<&[u8]>,
+        ua: Option<&[u8]>,
+    ) {
+        if cx.access.enabled() {
+            let rec = Record {
+                client: self.peer,
+                time: cx.clock.log_date(),
+                line,
+                status,
+                referer,
+                user_agent: ua,
+            };
+            cx.access.begin(&mut self.log, &rec);
+        }
+    }
+
+    fn start_send(&mut self, cx: &Ctx) {
+        self.head_pos = 0;
+        self.body_sent = 0;
+        self.phase = Phase::Send;
+        self.deadline = cx.clock.now + cx.cfg.send_timeout;
+    }
+
+    fn finish_response(&mut self, cx: &mut Ctx) {
+        if cx.access.enabled() {
+            cx.access.finish(&self.log, self.body_sent, cx.clock.now);
+        }
+        self.release_body(cx);
+        self.served += 1;
+        self.phase = Phase::Idle;
+        self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
+    }
+
+    /// Writes as much of the queued response as the socket and the budget allow.
+    fn write(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        let fd = self.sock.as_raw_fd();
+        loop {
+            if !self.writable {
+                return WriteResult::Blocked;
+            }
+            if *budget == 0 {
+                return WriteResult::Budget;
+            }
+            let head = &self.head[self.head_pos..];
+            let (result, body_part) = match &mut self.body {
+                Body::None if head.is_empty() => return WriteResult::Done,
+                Body::None => (sys::send2(fd, head, &[], false), false),
+                Body::Mem { buf, pos } => {
+                    if head.is_empty() && *pos == buf.len() {
+                        return WriteResult::Done;
+                    }
+                    (sys::send2(fd, head, &buf[*pos..], false), true)
+                }
+                Body::File {
+                    file,
+                    pos,
+                    end,
+                    stage,
+                } => {
+                    if *pos == *end && stage.as_ref().is_none_or(|s| s.pos == s.buf.len()) {
+                        if head.is_empty() {
+                            return WriteResult::Done;
+                        }
+                        (sys::send2(fd, head, &[], false), false)
+                    } else if let Some(st) = stage {
+                        if st.pos == st.buf.len() {
+                            // Refill the staging buffer from the file.
+                            let want = (*end - *pos).min(COPY_CHUNK as u64) as usize;
+                            st.buf.clear();
+                            st.buf.resize(want, 0);
+                            st.pos = 0;
+                            match file.read_at(&mut st.buf, *pos) {
+                                Ok(0) => return self.truncated(cx),
+                                Ok(n) => {
+                                    st.buf.truncate(n);
+                                    *pos += n as u64;
+                                }
+                                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                                Err(e) => {
+                                    cx.error(format_args!("read error while sending a file: {e}"));
+                                    return WriteResult::Closed;
+                                }
+                            }
+                        }
+                        (sys::send2(fd, head, &st.buf[st.pos..], false), true)
+                    } else if !head.is_empty() {
+                        // The head first, flagged so it leaves together with the file data.
+                        (sys::send2(fd, head, &[], true), false)
+                    } else {
+                        let count =
+                            ((*end - *pos).min(SENDFILE_CHUNK as u64) as usize).min(*budget);
+                        match sys::sendfile(fd, file.as_raw_fd(), pos, count) {
+                            Ok(0) => return self.truncated(cx),
+                            other => (other, true),
+                        }
+                    }
+                }
+            };
+            match result {
+                Ok(n) => {
+                    *budget = budget.saturating_sub(n);
+                    self.deadline = cx.clock.now + cx.cfg.send_timeout;
+                    self.advance(n, body_part);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writable = false;
+                    return WriteResult::Blocked;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if !is_peer_gone(&e) {
+                        cx.error(format_args!("write to {}: {e}", self.peer));
+                    }
+                    return WriteResult::Closed;
+                }
+            }
+        }
+    }
+
+    /// Moves the cursors past `n` sent bytes: head first, then body.
+    fn advance(&mut self, n: usize, body_part: bool) {
+        let from_head = n.min(self.head.len() - self.head_pos);
+        self.head_pos += from_head;
+        if !body_part {
+            return;
+        }
+        let rest = n - from_head;
+        self.body_sent += rest as u64;
+        match &mut self.body {
+            Body::Mem { pos, .. }
+            | Body::File {
+                stage: Some(Staged { pos, .. }),
+                ..
+            } => *pos += rest,
+            // sendfile advanced the file offset itself.
+            Body::File { stage: None, .. } | Body::None => {}
+        }
+    }
+
+    /// The file shrank while being sent: the promised length can't be delivered.
+    fn truncated(&mut self, cx: &mut Ctx) -> WriteResult {
+        cx.error(format_args!(
+            "file truncated while being sent to {}; connection closed",
+            self.peer
+        ));
+        WriteResult::Closed
+    }
+
+    /// Ends the connection after a response: at once when the client has nothing more in
+    /// flight, else through `Linger`.
+    fn close(&mut self, cx: &mut Ctx) -> Drive {
+        let unread = self.rstart != self.rend
+            || !matches!(self.discard, Discard::None)
+            || self.phase == Phase::Head;
+        if self.peer_eof || !unread {
+            return Drive::Close;
+        }
+        sys::shutdown_write(self.sock.as_raw_fd());
+        self.phase = Phase::Linger;
+        self.deadline = cx.clock.now + LINGER;
+        self.linger(cx)
+    }
+
+    fn linger(&mut self, cx: &mut Ctx) -> Drive {
+        let mut scratch = match self.rbuf.take() {
+            Some(b) => b,
+            None => cx.take_rbuf(),
+        };
+        let result = loop {
+            if !self.readable {
+                break Drive::Wait;
+            }
+            match self.sock.read(&mut scratch) {
+                Ok(0) => break Drive::Close,
+                Ok(n) => {
+                    self.lingered += n;
+                    if self.lingered > LINGER_BYTES {
+                        break Drive::Close;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break Drive::Close,
+            }
+        };
+        cx.put_rbuf(scratch);
+        self.rstart = 0;
+        self.rend = 0;
+        result
+    }
+}
+
+fn req_line<'a>(req: &Request<'a>) -> RequestLine<'a> {
+    RequestLine::Parsed {
+        method: req.method_str,
+        target: req.target,
+        minor: req.minor,
+    }
+}
+
+/// The first line of what the client sent, for logging a request that did not parse.
+fn first_line(b: &[u8]) -> RequestLine<'_> {
+    let start = b
+        .iter()
+        .position(|&c| c != b'\r' && c != b'\n')
+        .unwrap_or(b.len());
+    let b = &b[start..];
+    let end = b
+        .iter()
+        .position(|&c| c == b'\r' || c == b'\n')
+        .unwrap_or(b.len());
+    RequestLine::Raw(&b[..end])
+}
+
+/// Resets and broken pipes are how clients leave; they are not worth a log line.
+fn is_peer_gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EPIPE
+                | libc::ECONNRESET
+                | libc::ECONNABORTED
+                | libc::ETIMEDOUT
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+        )
+    )
+}
+
+/// Reads up to `size` bytes of a small file into `buf` (cleared first).
+fn read_all(file: &std::fs::File, buf: &mut Vec<u8>, size: u64) -> io::Result<()> {
+    let size = usize::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    buf.clear();
+    buf.resize(size, 0);
+    let mut got = 0;
+    while got < size {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(got);
+    Ok(())
+}
+
+/// `Last-Modified` for a file: its mtime, never later than now; none for mtime 0 or 1
+/// (reproducible-build stores set those, and they carry no information).
+fn last_modified(meta: &std::fs::Metadata, now_secs: u64) -> Option<String> {
+    let mtime = u64::try_from(meta.mtime()).ok()?;
+    if mtime <= 1 {
+        return None;
+    }
+    let t = UNIX_EPOCH + Duration::from_secs(mtime.min(now_secs));
+    Some(httpdate::fmt_http_date(t))
+}

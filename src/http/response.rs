@@ -1,0 +1,111 @@
+//! Response heads, rendered into a reused buffer with no allocation once it has grown, and
+//! the small HTML bodies of error responses.
+
+use super::reason;
+
+/// Appends a response head to a buffer, field by field.
+pub struct Head<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+impl<'a> Head<'a> {
+    /// Clears `buf` and writes the status line, `Date` and (unless empty) `Server`.
+    pub fn new(buf: &'a mut Vec<u8>, status: u16, date: &str, server: &str) -> Head<'a> {
+        buf.clear();
+        buf.extend_from_slice(b"HTTP/1.1 ");
+        let mut n = itoa::Buffer::new();
+        buf.extend_from_slice(n.format(status).as_bytes());
+        buf.push(b' ');
+        buf.extend_from_slice(reason(status).as_bytes());
+        buf.extend_from_slice(b"\r\nDate: ");
+        buf.extend_from_slice(date.as_bytes());
+        buf.extend_from_slice(b"\r\n");
+        let mut h = Head { buf };
+        if !server.is_empty() {
+            h.field("Server", server.as_bytes());
+        }
+        h
+    }
+
+    /// Adds a field. The caller guarantees that `value` holds no CR or LF.
+    pub fn field(&mut self, name: &str, value: &[u8]) -> &mut Self {
+        debug_assert!(!value.contains(&b'\r') && !value.contains(&b'\n'));
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(value);
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
+    /// Adds a field with a numeric value.
+    pub fn number(&mut self, name: &str, value: u64) -> &mut Self {
+        let mut n = itoa::Buffer::new();
+        self.field(name, n.format(value).as_bytes())
+    }
+
+    /// Writes the `Connection` field that matches the decision to keep the connection open
+    /// or not, and the blank line that ends the head. HTTP/1.1 keeps connections open by
+    /// default, so `keep-alive` is only spelled out for HTTP/1.0 clients.
+    pub fn finish(&mut self, keep_alive: bool, minor: u8) {
+        if !keep_alive {
+            self.buf.extend_from_slice(b"Connection: close\r\n");
+        } else if minor == 0 {
+            self.buf.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        self.buf.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Writes the HTML body of an error (or redirect) response into `body`.
+pub fn error_body(body: &mut Vec<u8>, status: u16) {
+    body.clear();
+    let mut n = itoa::Buffer::new();
+    let code = n.format(status).as_bytes();
+    let text = reason(status).as_bytes();
+    body.extend_from_slice(b"<!DOCTYPE html>\n<html><head><title>");
+    body.extend_from_slice(code);
+    body.push(b' ');
+    body.extend_from_slice(text);
+    body.extend_from_slice(b"</title></head>\n<body><h1>");
+    body.extend_from_slice(code);
+    body.push(b' ');
+    body.extend_from_slice(text);
+    body.extend_from_slice(b"</h1></body></html>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_head() {
+        let mut buf = Vec::new();
+        let mut h = Head::new(&mut buf, 404, "Sun, 06 Nov 1994 08:49:37 GMT", "ferrohttpd");
+        h.field("Content-Type", b"text/html")
+            .number("Content-Length", 12);
+        h.finish(false, 1);
+        assert_eq!(
+            std::str::from_utf8(&buf).unwrap(),
+            "HTTP/1.1 404 Not Found\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nServer: ferrohttpd\r\n\
+             Content-Type: text/html\r\nContent-Length: 12\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn keep_alive_spelling() {
+        let mut buf = Vec::new();
+        Head::new(&mut buf, 200, "d", "").finish(true, 0);
+        assert!(buf.ends_with(b"\r\nConnection: keep-alive\r\n\r\n"));
+        assert!(!buf.windows(6).any(|w| w == b"Server"));
+        Head::new(&mut buf, 200, "d", "s").finish(true, 1);
+        assert!(!buf.windows(10).any(|w| w == b"Connection"));
+    }
+
+    #[test]
+    fn error_bodies() {
+        let mut b = Vec::new();
+        error_body(&mut b, 403);
+        let s = String::from_utf8(b).unwrap();
+        assert!(s.contains("<title>403 Forbidden</title>") && s.ends_with("</html>\n"));
+    }
+}

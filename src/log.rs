@@ -1,0 +1,413 @@
+//! The access log and the error log.
+//!
+//! Access records are formatted into a per-connection line when the response starts (the
+//! request is still in the read buffer then) and completed with the number of body bytes
+//! actually sent when it ends. Completed lines collect in one buffer that is written out at
+//! least once a second, when it grows large, on reopen and at exit. With the access log
+//! off, none of this runs. Error lines are written at once.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::config::{LogFormat, LogTarget};
+
+/// Flush the access buffer once it holds this much.
+const FLUSH_BYTES: usize = 64 * 1024;
+/// ... or once its oldest line is this old.
+const FLUSH_AFTER: Duration = Duration::from_secs(1);
+/// Longest request-target, referrer or user agent copied into a record.
+const MAX_FIELD: usize = 2048;
+
+enum Sink {
+    Stdout,
+    Stderr,
+    File(File),
+}
+
+impl Sink {
+    fn open(target: &LogTarget, std: Sink) -> io::Result<Option<Sink>> {
+        Ok(match target {
+            LogTarget::Off => None,
+            LogTarget::Std => Some(std),
+            LogTarget::File(p) => Some(Sink::File(open_append(p)?)),
+        })
+    }
+
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Stdout => {
+                let mut o = io::stdout().lock();
+                o.write_all(b)?;
+                o.flush()
+            }
+            Sink::Stderr => io::stderr().lock().write_all(b),
+            Sink::File(f) => f.write_all(b),
+        }
+    }
+}
+
+fn open_append(p: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot open log file {}: {e}", p.display()),
+            )
+        })
+}
+
+/// What a record says about the request line.
+pub enum RequestLine<'a> {
+    /// A parsed request: method, target and minor version.
+    Parsed {
+        method: &'a str,
+        target: &'a str,
+        minor: u8,
+    },
+    /// Bytes that did not parse as a request line (logged escaped, possibly empty).
+    Raw(&'a [u8]),
+}
+
+/// The parts of a record known when a response starts.
+pub struct Record<'a> {
+    pub client: IpAddr,
+    pub time: &'a str,
+    pub line: RequestLine<'a>,
+    pub status: u16,
+    pub referer: Option<&'a [u8]>,
+    pub user_agent: Option<&'a [u8]>,
+}
+
+/// A record waiting for its byte count: `line[..split]` goes before it, the rest after.
+#[derive(Default)]
+pub struct Pending {
+    line: Vec<u8>,
+    split: usize,
+}
+
+pub struct AccessLog {
+    target: LogTarget,
+    format: LogFormat,
+    sink: Option<Sink>,
+    buf: Vec<u8>,
+    oldest: Option<Instant>,
+}
+
+impl AccessLog {
+    pub fn open(target: &LogTarget, format: LogFormat) -> io::Result<AccessLog> {
+        Ok(AccessLog {
+            target: target.clone(),
+            format,
+            sink: Sink::open(target, Sink::Stdout)?,
+            buf: Vec::new(),
+            oldest: None,
+        })
+    }
+
+    /// False when the log is off: callers skip formatting entirely.
+    pub fn enabled(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// Formats everything but the byte count into `p`.
+    pub fn begin(&self, p: &mut Pending, r: &Record<'_>) {
+        let out = &mut p.line;
+        out.clear();
+        match self.format {
+            LogFormat::Combined | LogFormat::Common => {
+                out.extend_from_slice(r.client.to_string().as_bytes());
+                out.extend_from_slice(b" - - [");
+                out.extend_from_slice(r.time.as_bytes());
+                out.extend_from_slice(b"] \"");
+                match r.line {
+                    RequestLine::Parsed {
+                        method,
+                        target,
+                        minor,
+                    } => {
+                        escape_clf(out, method.as_bytes());
+                        out.push(b' ');
+                        escape_clf(out, clip(target.as_bytes()));
+                        out.extend_from_slice(if minor == 0 {
+                            b" HTTP/1.0"
+                        } else {
+                            b" HTTP/1.1"
+                        });
+                    }
+                    RequestLine::Raw(b) => escape_clf(out, clip(b)),
+                }
+                out.extend_from_slice(b"\" ");
+                out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
+                out.push(b' ');
+                p.split = out.len();
+                if self.format == LogFormat::Combined {
+                    for v in [r.referer, r.user_agent] {
+                        out.extend_from_slice(b" \"");
+                        match v {
+                            Some(v) if !v.is_empty() => escape_clf(out, clip(v)),
+                            _ => out.push(b'-'),
+                        }
+                        out.push(b'"');
+                    }
+                }
+                out.push(b'\n');
+            }
+            LogFormat::Json => {
+                out.extend_from_slice(b"{\"time\":\"");
+                escape_json(out, r.time.as_bytes());
+                out.extend_from_slice(b"\",\"remote\":\"");
+                out.extend_from_slice(r.client.to_string().as_bytes());
+                out.extend_from_slice(b"\",");
+                match r.line {
+                    RequestLine::Parsed {
+                        method,
+                        target,
+                        minor,
+                    } => {
+                        out.extend_from_slice(b"\"method\":\"");
+                        escape_json(out, method.as_bytes());
+                        out.extend_from_slice(b"\",\"uri\":\"");
+                        escape_json(out, clip(target.as_bytes()));
+                        out.extend_from_slice(b"\",\"protocol\":\"");
+                        out.extend_from_slice(if minor == 0 { b"HTTP/1.0" } else { b"HTTP/1.1" });
+                        out.extend_from_slice(b"\",");
+                    }
+                    RequestLine::Raw(b) => {
+                        out.extend_from_slice(b"\"request\":\"");
+                        escape_json(out, clip(b));
+                        out.extend_from_slice(b"\",");
+                    }
+                }
+                out.extend_from_slice(b"\"status\":");
+                out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
+                out.extend_from_slice(b",\"bytes\":");
+                p.split = out.len();
+                for (k, v) in [
+                    (&b",\"referer\":"[..], r.referer),
+                    (b",\"user_agent\":", r.user_agent),
+                ] {
+                    out.extend_from_slice(k);
+                    match v {
+                        Some(v) => {
+                            out.push(b'"');
+                            escape_json(out, clip(v));
+                            out.push(b'"');
+                        }
+                        None => out.extend_from_slice(b"null"),
+                    }
+                }
+                out.extend_from_slice(b"}\n");
+            }
+        }
+    }
+
+    /// Completes a record with the body bytes sent and queues it for writing.
+    pub fn finish(&mut self, p: &Pending, bytes: u64, now: Instant) {
+        if self.sink.is_none() || p.line.is_empty() {
+            return;
+        }
+        self.buf.extend_from_slice(&p.line[..p.split]);
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(bytes).as_bytes());
+        self.buf.extend_from_slice(&p.line[p.split..]);
+        self.oldest.get_or_insert(now);
+        if self.buf.len() >= FLUSH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// When the buffered lines must be written at the latest.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.oldest.map(|t| t + FLUSH_AFTER)
+    }
+
+    /// Writes buffered lines if the oldest has waited long enough.
+    pub fn flush_due(&mut self, now: Instant) {
+        if self.deadline().is_some_and(|d| now >= d) {
+            self.flush();
+        }
+    }
+
+    /// Writes all buffered lines. A write error drops them (a full disk must not stop the
+    /// server) and is reported once to stderr.
+    pub fn flush(&mut self) {
+        self.oldest = None;
+        if self.buf.is_empty() {
+            return;
+        }
+        if let Some(s) = &mut self.sink {
+            if let Err(e) = s.write_all(&self.buf) {
+                eprintln!("ferrohttpd: access log write failed: {e}");
+            }
+        }
+        self.buf.clear();
+    }
+
+    /// Flushes, then reopens the log file (after rotation).
+    pub fn reopen(&mut self) -> io::Result<()> {
+        self.flush();
+        if let LogTarget::File(_) = self.target {
+            self.sink = Sink::open(&self.target, Sink::Stdout)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// The error log: one line per event, written immediately.
+pub struct ErrorLog {
+    target: LogTarget,
+    sink: Option<Sink>,
+}
+
+impl ErrorLog {
+    pub fn open(target: &LogTarget) -> io::Result<ErrorLog> {
+        Ok(ErrorLog {
+            target: target.clone(),
+            sink: Sink::open(target, Sink::Stderr)?,
+        })
+    }
+
+    /// Writes `[time] message`.
+    pub fn log(&mut self, time: &str, msg: std::fmt::Arguments<'_>) {
+        let line = format!("[{time}] ferrohttpd: {msg}\n");
+        if let Some(s) = &mut self.sink {
+            if s.write_all(line.as_bytes()).is_err() {
+                let _ = io::stderr().write_all(line.as_bytes());
+            }
+        }
+    }
+
+    pub fn reopen(&mut self) -> io::Result<()> {
+        if let LogTarget::File(_) = self.target {
+            self.sink = Sink::open(&self.target, Sink::Stderr)?;
+        }
+        Ok(())
+    }
+}
+
+fn clip(b: &[u8]) -> &[u8] {
+    &b[..b.len().min(MAX_FIELD)]
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Escapes like nginx: `"`, `\`, control bytes and bytes above 0x7e become `\xHH`, so a
+/// record always stays one parseable line.
+pub fn escape_clf(out: &mut Vec<u8>, s: &[u8]) {
+    for &b in s {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]);
+        } else {
+            out.push(b);
+        }
+    }
+}
+
+/// Escapes for a JSON string; bytes outside printable ASCII become `\u00HH`, so the output
+/// is valid JSON (and valid UTF-8) whatever the client sent.
+pub fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
+    for &b in s {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x20..=0x7e => out.push(b),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(format: LogFormat, rl: RequestLine<'_>, ua: Option<&[u8]>) -> String {
+        let log = AccessLog {
+            target: LogTarget::Off,
+            format,
+            sink: None,
+            buf: Vec::new(),
+            oldest: None,
+        };
+        let mut p = Pending::default();
+        log.begin(
+            &mut p,
+            &Record {
+                client: "127.0.0.1".parse().unwrap(),
+                time: "06/Nov/1994:08:49:37 +0000",
+                line: rl,
+                status: 200,
+                referer: None,
+                user_agent: ua,
+            },
+        );
+        let mut s = p.line[..p.split].to_vec();
+        s.extend_from_slice(b"42");
+        s.extend_from_slice(&p.line[p.split..]);
+        String::from_utf8(s).unwrap()
+    }
+
+    #[test]
+    fn combined() {
+        let l = line(
+            LogFormat::Combined,
+            RequestLine::Parsed {
+                method: "GET",
+                target: "/a\"b",
+                minor: 1,
+            },
+            Some(b"curl/8\x01"),
+        );
+        assert_eq!(l, "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\x22b HTTP/1.1\" 200 42 \"-\" \"curl/8\\x01\"\n");
+    }
+
+    #[test]
+    fn common_and_raw() {
+        let l = line(LogFormat::Common, RequestLine::Raw(b"\xffjunk"), None);
+        assert_eq!(
+            l,
+            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"\\xFFjunk\" 200 42\n"
+        );
+    }
+
+    #[test]
+    fn json() {
+        let l = line(
+            LogFormat::Json,
+            RequestLine::Parsed {
+                method: "GET",
+                target: "/\\",
+                minor: 0,
+            },
+            Some(b"\"x\""),
+        );
+        assert_eq!(
+            l,
+            "{\"time\":\"06/Nov/1994:08:49:37 +0000\",\"remote\":\"127.0.0.1\",\"method\":\"GET\",\"uri\":\"/\\\\\",\
+             \"protocol\":\"HTTP/1.0\",\"status\":200,\"bytes\":42,\"referer\":null,\"user_agent\":\"\\\"x\\\"\"}\n"
+        );
+    }
+}

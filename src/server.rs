@@ -1,0 +1,460 @@
+//! The event loop: one thread, one `mio::Poll`, listeners and connections.
+//!
+//! Each turn reads the clock once, accepts until `WouldBlock`, drives every connection that
+//! had an event or was left on the ready list (its budget was spent), and once a second
+//! sweeps deadlines and flushes the access log. Readiness is edge-triggered; every socket is
+//! registered once for both directions and never re-registered. Signals arrive through a
+//! signalfd in the same poll.
+
+use std::fs::File;
+use std::io;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpListener;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+use socket2::{Domain, Socket, Type};
+
+use crate::config::Config;
+use crate::conn::{Conn, Drive};
+use crate::fs::resolve::{DocRoot, ResolveOptions};
+use crate::http::date::Clock;
+use crate::http::mime::MimeTypes;
+use crate::http::request::Limits;
+use crate::log::{AccessLog, ErrorLog};
+use crate::sys::{self, SignalFd};
+
+/// Connections use tokens from here up; listeners and the signalfd sit below.
+const CONN_BASE: usize = 1 << 16;
+const SIGNAL_TOKEN: Token = Token(CONN_BASE - 1);
+/// How long accepting pauses when the process runs out of descriptors.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// Timeouts are checked this often.
+const TICK: Duration = Duration::from_secs(1);
+/// Pooled buffers kept for reuse.
+const POOL_MAX: usize = 256;
+/// Body buffers larger than this are freed rather than pooled.
+const POOL_BODY_MAX: usize = 256 * 1024;
+
+/// State shared by all connections of the loop.
+pub struct Ctx {
+    pub cfg: Config,
+    pub root: DocRoot,
+    pub mime: MimeTypes,
+    pub clock: Clock,
+    pub access: AccessLog,
+    pub errors: ErrorLog,
+    pub limits: Limits,
+    /// Scratch for the normalized request path.
+    pub path: String,
+    rbufs: Vec<Box<[u8]>>,
+    bodies: Vec<Vec<u8>>,
+}
+
+impl Ctx {
+    pub fn resolve_opts(&self) -> ResolveOptions<'_> {
+        ResolveOptions {
+            symlinks: self.cfg.symlinks,
+            dotfiles: self.cfg.dotfiles,
+            index: &self.cfg.index,
+        }
+    }
+
+    /// A read buffer of `max_header_bytes`, from the pool if one is free.
+    pub fn take_rbuf(&mut self) -> Box<[u8]> {
+        self.rbufs
+            .pop()
+            .unwrap_or_else(|| vec![0; self.cfg.max_header_bytes].into_boxed_slice())
+    }
+
+    pub fn put_rbuf(&mut self, b: Box<[u8]>) {
+        if self.rbufs.len() < POOL_MAX && b.len() == self.cfg.max_header_bytes {
+            self.rbufs.push(b);
+        }
+    }
+
+    pub fn take_body(&mut self) -> Vec<u8> {
+        self.bodies.pop().unwrap_or_default()
+    }
+
+    pub fn put_body(&mut self, mut b: Vec<u8>) {
+        if self.bodies.len() < POOL_MAX && b.capacity() <= POOL_BODY_MAX {
+            b.clear();
+            self.bodies.push(b);
+        }
+    }
+
+    /// Writes a line to the error log.
+    pub fn error(&mut self, msg: std::fmt::Arguments<'_>) {
+        self.errors.log(self.clock.log_date(), msg);
+    }
+}
+
+/// A start-up failure, with the context `main` prints.
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+pub struct Server {
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    conns: Slab<Conn>,
+    cx: Ctx,
+    ready: Vec<usize>,
+    signals: SignalFd,
+    accept_paused_until: Option<Instant>,
+    /// A descriptor kept in reserve: on EMFILE it is closed so one pending connection can
+    /// be accepted and closed, instead of leaving clients hanging in the queue.
+    spare: Option<File>,
+    shutdown_deadline: Option<Instant>,
+    next_tick: Instant,
+}
+
+/// Opens the document root and logs named by the configuration (used by `--check-config`
+/// too, so a config that would fail at start fails the check).
+pub fn open_resources(cfg: &Config) -> Result<(DocRoot, AccessLog, ErrorLog), StartError> {
+    let root = DocRoot::open(&cfg.root)
+        .map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
+    let access =
+        AccessLog::open(&cfg.access_log, cfg.log_format).map_err(|e| StartError(e.to_string()))?;
+    let errors = ErrorLog::open(&cfg.error_log).map_err(|e| StartError(e.to_string()))?;
+    Ok((root, access, errors))
+}
+
+fn bind(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking().cloexec(),
+        None,
+    )?;
+    sock.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        // "[::]" and "0.0.0.0" can then both be listed, each for its own family.
+        sock.set_only_v6(true)?;
+    }
+    sock.bind(&addr.into())?;
+    sock.listen(backlog.min(i32::MAX as u32) as i32)?;
+    Ok(TcpListener::from_std(StdListener::from(sock)))
+}
+
+impl Server {
+    /// Binds every listen address, opens the root and the logs, and prepares the loop.
+    pub fn new(cfg: Config) -> Result<Server, StartError> {
+        sys::ignore_sigpipe();
+        let nofile = sys::raise_nofile_limit().ok();
+        let (root, access, errors) = open_resources(&cfg)?;
+        let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
+        let mut listeners = Vec::new();
+        for (i, &addr) in cfg.listen.iter().enumerate() {
+            let mut l = bind(addr, cfg.backlog)
+                .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
+            poll.registry()
+                .register(&mut l, Token(i), Interest::READABLE)
+                .map_err(|e| StartError(format!("epoll: {e}")))?;
+            listeners.push(l);
+        }
+        let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1])
+            .map_err(|e| StartError(format!("signalfd: {e}")))?;
+        poll.registry()
+            .register(
+                &mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)),
+                SIGNAL_TOKEN,
+                Interest::READABLE,
+            )
+            .map_err(|e| StartError(format!("epoll: {e}")))?;
+
+        let limits = Limits {
+            max_header_bytes: cfg.max_header_bytes,
+            max_uri_bytes: cfg.max_uri_bytes,
+            max_headers: cfg.max_headers,
+        };
+        let mime = MimeTypes::new(&cfg.mime, &cfg.charset);
+        let clock = Clock::new();
+        let next_tick = clock.now + TICK;
+        let mut cx = Ctx {
+            cfg,
+            root,
+            mime,
+            clock,
+            access,
+            errors,
+            limits,
+            path: String::new(),
+            rbufs: Vec::new(),
+            bodies: Vec::new(),
+        };
+        if let Some(n) = nofile {
+            let want = cx.cfg.max_connections as u64 + 64;
+            if n < want {
+                cx.errors.log(cx.clock.log_date(), format_args!(
+                    "the descriptor limit ({n}) is below max_connections ({}); connections past it will be refused",
+                    cx.cfg.max_connections
+                ));
+            }
+        }
+        Ok(Server {
+            poll,
+            listeners,
+            conns: Slab::new(),
+            cx,
+            ready: Vec::new(),
+            signals,
+            accept_paused_until: None,
+            spare: File::open("/dev/null").ok(),
+            shutdown_deadline: None,
+            next_tick,
+        })
+    }
+
+    /// The bound addresses (with the real port when 0 was asked for).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    pub fn root(&self) -> &std::path::Path {
+        self.cx.root.path()
+    }
+
+    /// Runs until a graceful shutdown completes.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            self.cx.clock.tick();
+            for ev in events.iter() {
+                match ev.token() {
+                    SIGNAL_TOKEN => self.on_signals(),
+                    Token(t) if t < self.listeners.len() => self.accept(t),
+                    Token(t) if t >= CONN_BASE => {
+                        let key = t - CONN_BASE;
+                        if let Some(c) = self.conns.get_mut(key) {
+                            let r = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                            let w = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+                            c.ready(r, w);
+                            self.dispatch(key);
+                        }
+                    }
+                    Token(_) => {}
+                }
+            }
+            for key in std::mem::take(&mut self.ready) {
+                if let Some(c) = self.conns.get_mut(key) {
+                    c.queued = false;
+                    self.dispatch(key);
+                }
+            }
+            let now = self.cx.clock.now;
+            if now >= self.next_tick {
+                self.next_tick = now + TICK;
+                self.sweep(now);
+            }
+            self.cx.access.flush_due(now);
+            if self.accept_paused_until.is_some_and(|t| now >= t) {
+                self.accept_paused_until = None;
+                for i in 0..self.listeners.len() {
+                    self.accept(i);
+                }
+            }
+            if let Some(deadline) = self.shutdown_deadline {
+                if self.conns.is_empty() || now >= deadline {
+                    self.cx.access.flush();
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Duration> {
+        if !self.ready.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if !self.conns.is_empty() {
+            consider(Some(self.next_tick));
+        }
+        consider(self.cx.access.deadline());
+        consider(self.accept_paused_until);
+        consider(self.shutdown_deadline);
+        // Round up so the wake-up is never a hair early.
+        next.map(|t| t.saturating_duration_since(Instant::now()) + Duration::from_millis(1))
+    }
+
+    fn accept(&mut self, i: usize) {
+        if self.accept_paused_until.is_some() || self.shutdown_deadline.is_some() {
+            return;
+        }
+        loop {
+            let Some(listener) = self.listeners.get(i) else {
+                return;
+            };
+            match listener.accept() {
+                Ok((sock, addr)) => {
+                    if self.conns.len() >= self.cx.cfg.max_connections {
+                        // Full: close at once so the queue drains and the client knows.
+                        drop(sock);
+                        continue;
+                    }
+                    let _ = sock.set_nodelay(true);
+                    let entry = self.conns.vacant_entry();
+                    let key = entry.key();
+                    let mut conn = Conn::new(sock, addr.ip().to_canonical(), &self.cx);
+                    if let Err(e) = self.poll.registry().register(
+                        conn.socket(),
+                        Token(CONN_BASE + key),
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        self.cx.error(format_args!("epoll register: {e}"));
+                        continue;
+                    }
+                    entry.insert(conn);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                        self.out_of_descriptors(i, &e);
+                        return;
+                    }
+                    Some(libc::EINTR | libc::ECONNABORTED | libc::EPROTO | libc::EPERM) => {}
+                    _ => {
+                        let addr = self.listeners[i].local_addr().ok();
+                        self.cx.error(format_args!("accept on {addr:?}: {e}"));
+                        self.accept_paused_until = Some(self.cx.clock.now + ACCEPT_PAUSE);
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    /// EMFILE and friends: shed one waiting client with the spare descriptor, then pause
+    /// accepting briefly. Never a busy loop, never an exit.
+    fn out_of_descriptors(&mut self, i: usize, e: &io::Error) {
+        if self.spare.take().is_some() {
+            if let Ok((sock, _)) = self.listeners[i].accept() {
+                drop(sock);
+            }
+            self.spare = File::open("/dev/null").ok();
+        }
+        self.cx.error(format_args!(
+            "accept: {e} with {} connections open; pausing accepts for {} ms",
+            self.conns.len(),
+            ACCEPT_PAUSE.as_millis()
+        ));
+        self.accept_paused_until = Some(self.cx.clock.now + ACCEPT_PAUSE);
+    }
+
+    /// Drives one connection, containing any panic to that connection.
+    fn dispatch(&mut self, key: usize) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        let cx = &mut self.cx;
+        let outcome = catch_unwind(AssertUnwindSafe(|| conn.drive(cx)));
+        match outcome {
+            Ok(Drive::Wait) => {}
+            Ok(Drive::Yield) => {
+                if !conn.queued {
+                    conn.queued = true;
+                    self.ready.push(key);
+                }
+            }
+            Ok(Drive::Close) => self.close(key),
+            Err(_) => {
+                let peer = conn.peer;
+                self.cx.error(format_args!(
+                    "internal error while serving {peer}; connection closed"
+                ));
+                self.close(key);
+            }
+        }
+    }
+
+    fn close(&mut self, key: usize) {
+        if self.conns.contains(key) {
+            let mut conn = self.conns.remove(key);
+            conn.release(&mut self.cx);
+            // Dropping the stream closes it, which also removes it from the epoll set.
+        }
+    }
+
+    /// Closes every connection whose deadline has passed.
+    fn sweep(&mut self, now: Instant) {
+        let expired: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(k, _)| k)
+            .collect();
+        for key in expired {
+            self.close(key);
+        }
+    }
+
+    fn on_signals(&mut self) {
+        while let Some(sig) = self.signals.read() {
+            match sig {
+                libc::SIGTERM | libc::SIGINT => {
+                    if self.shutdown_deadline.is_some() {
+                        // Asked twice: stop now.
+                        self.shutdown_deadline = Some(self.cx.clock.now);
+                    } else {
+                        self.begin_shutdown();
+                    }
+                }
+                libc::SIGHUP | libc::SIGUSR1 => {
+                    if let Err(e) = self.cx.access.reopen() {
+                        self.cx.error(format_args!("reopening the access log: {e}"));
+                    }
+                    if let Err(e) = self.cx.errors.reopen() {
+                        eprintln!("ferrohttpd: reopening the error log: {e}");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Stops accepting, closes idle connections, and lets responses in flight finish
+    /// within `shutdown_timeout`.
+    fn begin_shutdown(&mut self) {
+        self.shutdown_deadline = Some(self.cx.clock.now + self.cx.cfg.shutdown_timeout);
+        for mut l in self.listeners.drain(..) {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_idle())
+            .map(|(k, _)| k)
+            .collect();
+        for key in idle {
+            self.close(key);
+        }
+        for (_, c) in self.conns.iter_mut() {
+            c.stop_keepalive();
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Thin, safe wrappers over the few system calls that std and mio do not offer:
+//! vectored sends with flags, `sendfile`, `shutdown`, the descriptor limit and signalfd.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Sends up to two buffers with one `sendmsg`. `more` sets `MSG_MORE` (more data follows:
+/// let the kernel hold a partial segment). `MSG_NOSIGNAL` turns a reset into `EPIPE`.
+pub fn send2(fd: RawFd, a: &[u8], b: &[u8], more: bool) -> io::Result<usize> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: a.as_ptr() as *mut libc::c_void,
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        },
+    ];
+    let n = if b.is_empty() { 1 } else { 2 };
+    // SAFETY: `msghdr` is a plain C struct; all-zero is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = n;
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    // SAFETY: `msg` points at `n` iovecs that describe live, readable slices borrowed for
+    // the duration of the call; the kernel only reads from them.
+    let r = unsafe { libc::sendmsg(fd, &msg, flags) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Copies up to `count` bytes of `file` from `*offset` to the socket, advancing `*offset`.
+/// Returns 0 only at end of file.
+pub fn sendfile(sock: RawFd, file: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
+    let mut off = libc::off_t::try_from(*offset)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    // SAFETY: both descriptors are open for the duration of the call and `off` is a valid
+    // pointer to a local; the kernel reads the file and writes the socket, touching no
+    // user memory but `off`.
+    let r = unsafe { libc::sendfile(sock, file, &mut off, count) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    *offset = off as u64;
+    Ok(r as usize)
+}
+
+/// Half-closes the sending side: the peer reads EOF after what was sent.
+pub fn shutdown_write(fd: RawFd) {
+    // SAFETY: `fd` is an open socket owned by the caller; shutdown has no memory effects.
+    // An error (the peer already gone) changes nothing for the caller.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_WR);
+    }
+}
+
+/// Raises the soft limit on open descriptors to the hard limit; returns the new soft limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if rl.rlim_cur < rl.rlim_max {
+        rl.rlim_cur = rl.rlim_max;
+        // SAFETY: `rl` is a valid rlimit struct with cur <= max.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(rl.rlim_cur)
+}
+
+/// A signalfd for the signals the server handles, which are blocked for normal delivery.
+pub struct SignalFd {
+    fd: OwnedFd,
+}
+
+impl SignalFd {
+    pub fn new(signals: &[libc::c_int]) -> io::Result<SignalFd> {
+        // SAFETY: `sigset_t` is plain data; sigemptyset initialises it before use.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid sigset_t; the signal numbers are valid constants.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            for &s in signals {
+                libc::sigaddset(&mut set, s);
+            }
+        }
+        // SAFETY: `set` is initialised; blocking these signals in this (the only) thread
+        // routes them to the signalfd instead of default handlers.
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        // SAFETY: `set` is initialised; -1 asks for a new descriptor.
+        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by signalfd and is owned by nobody else.
+        Ok(SignalFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// The next pending signal, if any.
+    pub fn read(&self) -> Option<libc::c_int> {
+        // SAFETY: signalfd_siginfo is plain data; all-zero is a valid value.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: `info` is a writable buffer of exactly `size` bytes.
+        let r = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                size,
+            )
+        };
+        (r == size as isize).then_some(info.ssi_signo as libc::c_int)
+    }
+}
+
+impl AsRawFd for SignalFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Makes writes to a closed socket return `EPIPE` instead of killing the process
+/// (sendfile has no MSG_NOSIGNAL).
+pub fn ignore_sigpipe() {
+    // SAFETY: setting SIGPIPE's disposition to SIG_IGN is async-signal-safe and affects
+    // only how the process reacts to broken pipes.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
