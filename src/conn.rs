@@ -23,12 +23,14 @@
 use std::io::{self, Read};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::os::unix::fs::FileExt;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
-use crate::fs::resolve::{self, Resolved};
+use crate::fs::cache::{self, FileEntry, Lookup};
+use crate::fs::resolve;
 use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
 use crate::http::response::{error_body, Head};
 use crate::log::{Pending, Record, RequestLine};
@@ -72,21 +74,28 @@ pub enum Drive {
 /// The body part of the output queue.
 enum Body {
     None,
-    /// Bytes in memory, sent with the head in one `sendmsg`.
+    /// Bytes in memory (error pages), sent with the head in one `sendmsg`.
     Mem {
         buf: Vec<u8>,
         pos: usize,
     },
-    /// A file range sent with `sendfile` (or read into `stage` and written when sendfile is
-    /// off); `pos..end` is what is left.
+    /// A range of a cached, memory-mapped file, sent with the head in one `sendmsg`.
+    Mapped {
+        entry: Rc<FileEntry>,
+        pos: usize,
+        end: usize,
+    },
+    /// A range of a cached file's descriptor, sent with `sendfile` (or, when sendfile is
+    /// off, read into `stage` and written); `pos..end` is what is left to read.
     File {
-        file: std::fs::File,
+        entry: Rc<FileEntry>,
         pos: u64,
         end: u64,
         stage: Option<Staged>,
     },
 }
 
+/// File bytes read into memory when sendfile is off.
 struct Staged {
     buf: Vec<u8>,
     pos: usize,
@@ -189,11 +198,7 @@ impl Conn {
 
     fn release_body(&mut self, cx: &mut Ctx) {
         match std::mem::replace(&mut self.body, Body::None) {
-            Body::Mem { buf, .. }
-            | Body::File {
-                stage: Some(Staged { buf, .. }),
-                ..
-            } => cx.put_body(buf),
+            Body::Mem { buf, .. } | Body::File { stage: Some(Staged { buf, .. }), .. } => cx.put_body(buf),
             _ => {}
         }
     }
@@ -338,11 +343,7 @@ impl Conn {
             self.rstart = 0;
         }
         let space = rbuf.len() - self.rend;
-        let result = if space == 0 {
-            Ok(0)
-        } else {
-            self.sock.read(&mut rbuf[self.rend..])
-        };
+        let result = if space == 0 { Ok(0) } else { self.sock.read(&mut rbuf[self.rend..]) };
         self.rbuf = Some(rbuf);
         match result {
             Ok(0) if space == 0 => {
@@ -377,19 +378,11 @@ impl Conn {
 
     /// Answers a parsed request: queues head and body and enters `Send`.
     fn respond(&mut self, cx: &mut Ctx, req: &Request<'_>) {
-        let mut keep =
-            req.keep_alive && !self.close_after && self.served + 1 < cx.cfg.keepalive_requests;
+        let mut keep = req.keep_alive && !self.close_after && self.served + 1 < cx.cfg.keepalive_requests;
         match req.framing {
             Framing::None => {}
             Framing::Length(n) if n > cx.cfg.max_body_discard => {
-                return self.reject(
-                    cx,
-                    Reject {
-                        status: 413,
-                        why: "request body too large",
-                    },
-                    req_line(req),
-                );
+                return self.reject(cx, Reject { status: 413, why: "request body too large" }, req_line(req));
             }
             _ if req.expect_continue => {
                 // The client may be waiting for 100 Continue before it sends the body; we
@@ -404,12 +397,7 @@ impl Conn {
         let status = match req.method {
             Method::Get | Method::Head => self.serve_file(cx, req),
             Method::Options => {
-                let mut h = Head::new(
-                    &mut self.head,
-                    204,
-                    cx.clock.http_date(),
-                    &cx.cfg.server_header,
-                );
+                let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), &cx.cfg.server_header);
                 h.field("Allow", ALLOW);
                 h.finish(keep, req.minor);
                 204
@@ -427,17 +415,15 @@ impl Conn {
             return self.error_response(cx, 400, req.minor, head_only);
         }
         let mut path = std::mem::take(&mut cx.path);
-        let status = match resolve::normalize(req.path.as_bytes(), &mut path)
-            .and_then(|()| resolve::resolve(&cx.root, &path, &cx.resolve_opts()))
-        {
-            Ok(Resolved::File {
-                file,
-                meta,
-                url_path,
-            }) => self.file_response(cx, req, file, &meta, &url_path),
-            Ok(Resolved::Redirect) => {
-                let mut loc =
-                    Vec::with_capacity(req.path.len() + 2 + req.query.map_or(0, str::len));
+        let looked_up = resolve::normalize(req.path.as_bytes(), &mut path).and_then(|()| {
+            let opts =
+                resolve::ResolveOptions { symlinks: cx.cfg.symlinks, dotfiles: cx.cfg.dotfiles, index: &cx.cfg.index };
+            cx.cache.get(&cx.root, &path, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs())
+        });
+        let status = match looked_up {
+            Ok(Lookup::File(entry)) => self.file_response(cx, req, entry),
+            Ok(Lookup::Redirect) => {
+                let mut loc = Vec::with_capacity(req.path.len() + 2 + req.query.map_or(0, str::len));
                 loc.extend_from_slice(req.path.as_bytes());
                 loc.push(b'/');
                 if let Some(q) = req.query {
@@ -446,6 +432,7 @@ impl Conn {
                 }
                 self.error_response_with(cx, 301, req.minor, head_only, Some(("Location", &loc)))
             }
+            Ok(Lookup::Status(status)) => self.error_response(cx, status, req.minor, head_only),
             Err(e) => {
                 if let resolve::ResolveError::Io(err) = &e {
                     cx.errors.log(
@@ -460,58 +447,27 @@ impl Conn {
         status
     }
 
-    fn file_response(
-        &mut self,
-        cx: &mut Ctx,
-        req: &Request<'_>,
-        file: std::fs::File,
-        meta: &std::fs::Metadata,
-        url_path: &str,
-    ) -> u16 {
+    fn file_response(&mut self, cx: &mut Ctx, req: &Request<'_>, entry: Rc<FileEntry>) -> u16 {
         let head_only = req.method == Method::Head;
-        let mut size = meta.len();
-        let small =
-            size < cx.cfg.sendfile_min.max(1) || (!cx.cfg.sendfile && size <= COPY_CHUNK as u64);
-        if !head_only && small {
-            let mut buf = cx.take_body();
-            match read_all(&file, &mut buf, size) {
-                Ok(()) => {
-                    size = buf.len() as u64;
-                    self.body = Body::Mem { buf, pos: 0 };
-                }
-                Err(e) => {
-                    cx.put_body(buf);
-                    cx.errors.log(
-                        cx.clock.log_date(),
-                        format_args!("read {url_path:?} (root {}): {e}", cx.root.path().display()),
-                    );
-                    return self.error_response(cx, 500, req.minor, head_only);
-                }
-            }
-        } else if !head_only && size > 0 {
-            let stage = (!cx.cfg.sendfile).then(|| Staged {
-                buf: cx.take_body(),
-                pos: 0,
-            });
-            self.body = Body::File {
-                file,
-                pos: 0,
-                end: size,
-                stage,
-            };
-        }
-        let mut h = Head::new(
-            &mut self.head,
-            200,
-            cx.clock.http_date(),
-            &cx.cfg.server_header,
-        );
-        h.field("Content-Type", cx.mime.lookup(url_path).as_bytes());
+        let size = entry.size;
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
+        h.field("Content-Type", entry.content_type.as_bytes());
         h.number("Content-Length", size);
-        if let Some(lm) = last_modified(meta, cx.clock.unix_secs()) {
+        if let Some(lm) = &entry.last_modified {
             h.field("Last-Modified", lm.as_bytes());
         }
+        h.field("ETag", entry.etag.as_bytes());
         h.finish(!self.close_after, req.minor);
+        if !head_only {
+            self.body = match &entry.body {
+                cache::Body::Empty => Body::None,
+                cache::Body::Mapped(_) => Body::Mapped { end: size as usize, entry, pos: 0 },
+                cache::Body::Fd(_) => {
+                    let stage = (!cx.cfg.sendfile).then(|| Staged { buf: cx.take_body(), pos: 0 });
+                    Body::File { entry, pos: 0, end: size, stage }
+                }
+            };
+        }
         200
     }
 
@@ -531,12 +487,7 @@ impl Conn {
         self.release_body(cx);
         let mut buf = cx.take_body();
         error_body(&mut buf, status);
-        let mut h = Head::new(
-            &mut self.head,
-            status,
-            cx.clock.http_date(),
-            &cx.cfg.server_header,
-        );
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
         h.field("Content-Type", b"text/html; charset=utf-8");
         h.number("Content-Length", buf.len() as u64);
         if status == 405 {
@@ -563,23 +514,9 @@ impl Conn {
         self.start_send(cx);
     }
 
-    fn begin_log(
-        &mut self,
-        cx: &Ctx,
-        status: u16,
-        line: RequestLine<'_>,
-        referer: Option<&[u8]>,
-        ua: Option<&[u8]>,
-    ) {
+    fn begin_log(&mut self, cx: &Ctx, status: u16, line: RequestLine<'_>, referer: Option<&[u8]>, ua: Option<&[u8]>) {
         if cx.access.enabled() {
-            let rec = Record {
-                client: self.peer,
-                time: cx.clock.log_date(),
-                line,
-                status,
-                referer,
-                user_agent: ua,
-            };
+            let rec = Record { client: self.peer, time: cx.clock.log_date(), line, status, referer, user_agent: ua };
             cx.access.begin(&mut self.log, &rec);
         }
     }
@@ -621,12 +558,16 @@ impl Conn {
                     }
                     (sys::send2(fd, head, &buf[*pos..], false), true)
                 }
-                Body::File {
-                    file,
-                    pos,
-                    end,
-                    stage,
-                } => {
+                Body::Mapped { entry, pos, end } => {
+                    if head.is_empty() && *pos == *end {
+                        return WriteResult::Done;
+                    }
+                    let cache::Body::Mapped(map) = &entry.body else { return WriteResult::Closed };
+                    // Only a pointer into the mapping is taken here; the kernel does the reading.
+                    (sys::send2(fd, head, &map[*pos..*end], false), true)
+                }
+                Body::File { entry, pos, end, stage } => {
+                    let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };
                     if *pos == *end && stage.as_ref().is_none_or(|s| s.pos == s.buf.len()) {
                         if head.is_empty() {
                             return WriteResult::Done;
@@ -657,8 +598,7 @@ impl Conn {
                         // The head first, flagged so it leaves together with the file data.
                         (sys::send2(fd, head, &[], true), false)
                     } else {
-                        let count =
-                            ((*end - *pos).min(SENDFILE_CHUNK as u64) as usize).min(*budget);
+                        let count = ((*end - *pos).min(SENDFILE_CHUNK as u64) as usize).min(*budget);
                         match sys::sendfile(fd, file.as_raw_fd(), pos, count) {
                             Ok(0) => return self.truncated(cx),
                             other => (other, true),
@@ -677,6 +617,7 @@ impl Conn {
                     return WriteResult::Blocked;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => return self.truncated(cx),
                 Err(e) => {
                     if !is_peer_gone(&e) {
                         cx.error(format_args!("write to {}: {e}", self.peer));
@@ -697,31 +638,35 @@ impl Conn {
         let rest = n - from_head;
         self.body_sent += rest as u64;
         match &mut self.body {
-            Body::Mem { pos, .. }
-            | Body::File {
-                stage: Some(Staged { pos, .. }),
-                ..
-            } => *pos += rest,
+            Body::Mem { pos, .. } | Body::Mapped { pos, .. } | Body::File { stage: Some(Staged { pos, .. }), .. } => {
+                *pos += rest
+            }
             // sendfile advanced the file offset itself.
             Body::File { stage: None, .. } | Body::None => {}
         }
     }
 
-    /// The file shrank while being sent: the promised length can't be delivered.
+    /// The file shrank while being sent (sendfile hit its end early, or the kernel faulted
+    /// on a mapped page past the new end): the promised length can't be delivered, so the
+    /// connection closes and the stale entry leaves the cache.
     fn truncated(&mut self, cx: &mut Ctx) -> WriteResult {
-        cx.error(format_args!(
-            "file truncated while being sent to {}; connection closed",
-            self.peer
-        ));
+        if let Body::Mapped { entry, .. } | Body::File { entry, .. } = &self.body {
+            cx.cache.invalidate(entry);
+            cx.errors.log(
+                cx.clock.log_date(),
+                format_args!(
+                    "file {:?} changed size while being sent to {}; connection closed",
+                    entry.url_path, self.peer
+                ),
+            );
+        }
         WriteResult::Closed
     }
 
     /// Ends the connection after a response: at once when the client has nothing more in
     /// flight, else through `Linger`.
     fn close(&mut self, cx: &mut Ctx) -> Drive {
-        let unread = self.rstart != self.rend
-            || !matches!(self.discard, Discard::None)
-            || self.phase == Phase::Head;
+        let unread = self.rstart != self.rend || !matches!(self.discard, Discard::None) || self.phase == Phase::Head;
         if self.peer_eof || !unread {
             return Drive::Close;
         }
@@ -761,24 +706,14 @@ impl Conn {
 }
 
 fn req_line<'a>(req: &Request<'a>) -> RequestLine<'a> {
-    RequestLine::Parsed {
-        method: req.method_str,
-        target: req.target,
-        minor: req.minor,
-    }
+    RequestLine::Parsed { method: req.method_str, target: req.target, minor: req.minor }
 }
 
 /// The first line of what the client sent, for logging a request that did not parse.
 fn first_line(b: &[u8]) -> RequestLine<'_> {
-    let start = b
-        .iter()
-        .position(|&c| c != b'\r' && c != b'\n')
-        .unwrap_or(b.len());
+    let start = b.iter().position(|&c| c != b'\r' && c != b'\n').unwrap_or(b.len());
     let b = &b[start..];
-    let end = b
-        .iter()
-        .position(|&c| c == b'\r' || c == b'\n')
-        .unwrap_or(b.len());
+    let end = b.iter().position(|&c| c == b'\r' || c == b'\n').unwrap_or(b.len());
     RequestLine::Raw(&b[..end])
 }
 
@@ -795,33 +730,4 @@ fn is_peer_gone(e: &io::Error) -> bool {
                 | libc::ENETUNREACH
         )
     )
-}
-
-/// Reads up to `size` bytes of a small file into `buf` (cleared first).
-fn read_all(file: &std::fs::File, buf: &mut Vec<u8>, size: u64) -> io::Result<()> {
-    let size = usize::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
-    buf.clear();
-    buf.resize(size, 0);
-    let mut got = 0;
-    while got < size {
-        match file.read_at(&mut buf[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf.truncate(got);
-    Ok(())
-}
-
-/// `Last-Modified` for a file: its mtime, never later than now; none for mtime 0 or 1
-/// (reproducible-build stores set those, and they carry no information).
-fn last_modified(meta: &std::fs::Metadata, now_secs: u64) -> Option<String> {
-    let mtime = u64::try_from(meta.mtime()).ok()?;
-    if mtime <= 1 {
-        return None;
-    }
-    let t = UNIX_EPOCH + Duration::from_secs(mtime.min(now_secs));
-    Some(httpdate::fmt_http_date(t))
 }

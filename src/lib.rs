@@ -15,6 +15,7 @@
 pub mod config;
 pub mod conn;
 pub mod fs;
+pub mod glob;
 pub mod http;
 pub mod log;
 pub mod server;

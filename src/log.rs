@@ -54,22 +54,13 @@ fn open_append(p: &Path) -> io::Result<File> {
         .create(true)
         .append(true)
         .open(p)
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot open log file {}: {e}", p.display()),
-            )
-        })
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot open log file {}: {e}", p.display())))
 }
 
 /// What a record says about the request line.
 pub enum RequestLine<'a> {
     /// A parsed request: method, target and minor version.
-    Parsed {
-        method: &'a str,
-        target: &'a str,
-        minor: u8,
-    },
+    Parsed { method: &'a str, target: &'a str, minor: u8 },
     /// Bytes that did not parse as a request line (logged escaped, possibly empty).
     Raw(&'a [u8]),
 }
@@ -126,19 +117,11 @@ impl AccessLog {
                 out.extend_from_slice(r.time.as_bytes());
                 out.extend_from_slice(b"] \"");
                 match r.line {
-                    RequestLine::Parsed {
-                        method,
-                        target,
-                        minor,
-                    } => {
+                    RequestLine::Parsed { method, target, minor } => {
                         escape_clf(out, method.as_bytes());
                         out.push(b' ');
                         escape_clf(out, clip(target.as_bytes()));
-                        out.extend_from_slice(if minor == 0 {
-                            b" HTTP/1.0"
-                        } else {
-                            b" HTTP/1.1"
-                        });
+                        out.extend_from_slice(if minor == 0 { b" HTTP/1.0" } else { b" HTTP/1.1" });
                     }
                     RequestLine::Raw(b) => escape_clf(out, clip(b)),
                 }
@@ -165,11 +148,7 @@ impl AccessLog {
                 out.extend_from_slice(r.client.to_string().as_bytes());
                 out.extend_from_slice(b"\",");
                 match r.line {
-                    RequestLine::Parsed {
-                        method,
-                        target,
-                        minor,
-                    } => {
+                    RequestLine::Parsed { method, target, minor } => {
                         out.extend_from_slice(b"\"method\":\"");
                         escape_json(out, method.as_bytes());
                         out.extend_from_slice(b"\",\"uri\":\"");
@@ -188,10 +167,7 @@ impl AccessLog {
                 out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
                 out.extend_from_slice(b",\"bytes\":");
                 p.split = out.len();
-                for (k, v) in [
-                    (&b",\"referer\":"[..], r.referer),
-                    (b",\"user_agent\":", r.user_agent),
-                ] {
+                for (k, v) in [(&b",\"referer\":"[..], r.referer), (b",\"user_agent\":", r.user_agent)] {
                     out.extend_from_slice(k);
                     match v {
                         Some(v) => {
@@ -213,8 +189,7 @@ impl AccessLog {
             return;
         }
         self.buf.extend_from_slice(&p.line[..p.split]);
-        self.buf
-            .extend_from_slice(itoa::Buffer::new().format(bytes).as_bytes());
+        self.buf.extend_from_slice(itoa::Buffer::new().format(bytes).as_bytes());
         self.buf.extend_from_slice(&p.line[p.split..]);
         self.oldest.get_or_insert(now);
         if self.buf.len() >= FLUSH_BYTES {
@@ -273,10 +248,7 @@ pub struct ErrorLog {
 
 impl ErrorLog {
     pub fn open(target: &LogTarget) -> io::Result<ErrorLog> {
-        Ok(ErrorLog {
-            target: target.clone(),
-            sink: Sink::open(target, Sink::Stderr)?,
-        })
+        Ok(ErrorLog { target: target.clone(), sink: Sink::open(target, Sink::Stderr)? })
     }
 
     /// Writes `[time] message`.
@@ -308,12 +280,7 @@ const HEX: &[u8; 16] = b"0123456789ABCDEF";
 pub fn escape_clf(out: &mut Vec<u8>, s: &[u8]) {
     for &b in s {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            out.extend_from_slice(&[
-                b'\\',
-                b'x',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]);
+            out.extend_from_slice(&[b'\\', b'x', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
         } else {
             out.push(b);
         }
@@ -328,14 +295,7 @@ pub fn escape_json(out: &mut Vec<u8>, s: &[u8]) {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
             0x20..=0x7e => out.push(b),
-            _ => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]),
+            _ => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]),
         }
     }
 }
@@ -345,13 +305,7 @@ mod tests {
     use super::*;
 
     fn line(format: LogFormat, rl: RequestLine<'_>, ua: Option<&[u8]>) -> String {
-        let log = AccessLog {
-            target: LogTarget::Off,
-            format,
-            sink: None,
-            buf: Vec::new(),
-            oldest: None,
-        };
+        let log = AccessLog { target: LogTarget::Off, format, sink: None, buf: Vec::new(), oldest: None };
         let mut p = Pending::default();
         log.begin(
             &mut p,
@@ -374,36 +328,24 @@ mod tests {
     fn combined() {
         let l = line(
             LogFormat::Combined,
-            RequestLine::Parsed {
-                method: "GET",
-                target: "/a\"b",
-                minor: 1,
-            },
+            RequestLine::Parsed { method: "GET", target: "/a\"b", minor: 1 },
             Some(b"curl/8\x01"),
         );
-        assert_eq!(l, "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\x22b HTTP/1.1\" 200 42 \"-\" \"curl/8\\x01\"\n");
+        assert_eq!(
+            l,
+            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\x22b HTTP/1.1\" 200 42 \"-\" \"curl/8\\x01\"\n"
+        );
     }
 
     #[test]
     fn common_and_raw() {
         let l = line(LogFormat::Common, RequestLine::Raw(b"\xffjunk"), None);
-        assert_eq!(
-            l,
-            "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"\\xFFjunk\" 200 42\n"
-        );
+        assert_eq!(l, "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"\\xFFjunk\" 200 42\n");
     }
 
     #[test]
     fn json() {
-        let l = line(
-            LogFormat::Json,
-            RequestLine::Parsed {
-                method: "GET",
-                target: "/\\",
-                minor: 0,
-            },
-            Some(b"\"x\""),
-        );
+        let l = line(LogFormat::Json, RequestLine::Parsed { method: "GET", target: "/\\", minor: 0 }, Some(b"\"x\""));
         assert_eq!(
             l,
             "{\"time\":\"06/Nov/1994:08:49:37 +0000\",\"remote\":\"127.0.0.1\",\"method\":\"GET\",\"uri\":\"/\\\\\",\

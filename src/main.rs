@@ -28,10 +28,7 @@ fn main() -> ExitCode {
         }
         Command::CheckConfig(cfg) => match server::open_resources(&cfg) {
             Ok((root, _, _)) => {
-                let src = cfg
-                    .source
-                    .as_ref()
-                    .map_or("built-in defaults".to_string(), |p| p.display().to_string());
+                let src = cfg.source.as_ref().map_or("built-in defaults".to_string(), |p| p.display().to_string());
                 println!("configuration OK ({src}): root {}", root.path().display());
                 ExitCode::SUCCESS
             }
@@ -48,18 +45,11 @@ fn main() -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            println!(
-                "ferrohttpd {} serving {}",
-                env!("CARGO_PKG_VERSION"),
-                server.root().display()
-            );
+            println!("ferrohttpd {} serving {}", env!("CARGO_PKG_VERSION"), server.root().display());
             for a in server.local_addrs() {
                 if a.ip().is_unspecified() {
                     let local = if a.is_ipv6() { "[::1]" } else { "127.0.0.1" };
-                    println!(
-                        "listening on http://{a}/ (all addresses; try http://{local}:{}/)",
-                        a.port()
-                    );
+                    println!("listening on http://{a}/ (all addresses; try http://{local}:{}/)", a.port());
                 } else {
                     println!("listening on http://{a}/");
                 }

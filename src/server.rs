@@ -20,6 +20,7 @@ use socket2::{Domain, Socket, Type};
 
 use crate::config::Config;
 use crate::conn::{Conn, Drive};
+use crate::fs::cache::{CacheConfig, FileCache};
 use crate::fs::resolve::{DocRoot, ResolveOptions};
 use crate::http::date::Clock;
 use crate::http::mime::MimeTypes;
@@ -48,6 +49,7 @@ pub struct Ctx {
     pub access: AccessLog,
     pub errors: ErrorLog,
     pub limits: Limits,
+    pub cache: FileCache,
     /// Scratch for the normalized request path.
     pub path: String,
     rbufs: Vec<Box<[u8]>>,
@@ -55,19 +57,9 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn resolve_opts(&self) -> ResolveOptions<'_> {
-        ResolveOptions {
-            symlinks: self.cfg.symlinks,
-            dotfiles: self.cfg.dotfiles,
-            index: &self.cfg.index,
-        }
-    }
-
     /// A read buffer of `max_header_bytes`, from the pool if one is free.
     pub fn take_rbuf(&mut self) -> Box<[u8]> {
-        self.rbufs
-            .pop()
-            .unwrap_or_else(|| vec![0; self.cfg.max_header_bytes].into_boxed_slice())
+        self.rbufs.pop().unwrap_or_else(|| vec![0; self.cfg.max_header_bytes].into_boxed_slice())
     }
 
     pub fn put_rbuf(&mut self, b: Box<[u8]>) {
@@ -123,20 +115,15 @@ pub struct Server {
 /// Opens the document root and logs named by the configuration (used by `--check-config`
 /// too, so a config that would fail at start fails the check).
 pub fn open_resources(cfg: &Config) -> Result<(DocRoot, AccessLog, ErrorLog), StartError> {
-    let root = DocRoot::open(&cfg.root)
-        .map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
-    let access =
-        AccessLog::open(&cfg.access_log, cfg.log_format).map_err(|e| StartError(e.to_string()))?;
+    let root =
+        DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
+    let access = AccessLog::open(&cfg.access_log, cfg.log_format).map_err(|e| StartError(e.to_string()))?;
     let errors = ErrorLog::open(&cfg.error_log).map_err(|e| StartError(e.to_string()))?;
     Ok((root, access, errors))
 }
 
 fn bind(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
-    let sock = Socket::new(
-        Domain::for_address(addr),
-        Type::STREAM.nonblocking().cloexec(),
-        None,
-    )?;
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking().cloexec(), None)?;
     sock.set_reuse_address(true)?;
     if addr.is_ipv6() {
         // "[::]" and "0.0.0.0" can then both be listed, each for its own family.
@@ -156,8 +143,7 @@ impl Server {
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
         let mut listeners = Vec::new();
         for (i, &addr) in cfg.listen.iter().enumerate() {
-            let mut l = bind(addr, cfg.backlog)
-                .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
+            let mut l = bind(addr, cfg.backlog).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
             poll.registry()
                 .register(&mut l, Token(i), Interest::READABLE)
                 .map_err(|e| StartError(format!("epoll: {e}")))?;
@@ -166,11 +152,7 @@ impl Server {
         let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1])
             .map_err(|e| StartError(format!("signalfd: {e}")))?;
         poll.registry()
-            .register(
-                &mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)),
-                SIGNAL_TOKEN,
-                Interest::READABLE,
-            )
+            .register(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)), SIGNAL_TOKEN, Interest::READABLE)
             .map_err(|e| StartError(format!("epoll: {e}")))?;
 
         let limits = Limits {
@@ -181,6 +163,13 @@ impl Server {
         let mime = MimeTypes::new(&cfg.mime, &cfg.charset);
         let clock = Clock::new();
         let next_tick = clock.now + TICK;
+        let cache = FileCache::new(CacheConfig {
+            max_bytes: cfg.cache_max_bytes,
+            max_entries: cfg.cache_max_entries,
+            max_file: cfg.cache_max_file,
+            revalidate: cfg.cache_revalidate,
+            negative: cfg.cache_negative,
+        });
         let mut cx = Ctx {
             cfg,
             root,
@@ -189,17 +178,28 @@ impl Server {
             access,
             errors,
             limits,
+            cache,
             path: String::new(),
             rbufs: Vec::new(),
             bodies: Vec::new(),
         };
+        for dir in cx.cfg.cache_preload.clone() {
+            let opts = ResolveOptions { symlinks: cx.cfg.symlinks, dotfiles: cx.cfg.dotfiles, index: &cx.cfg.index };
+            let n = cx.cache.preload(&cx.root, &dir, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs());
+            if n == 0 {
+                cx.errors.log(cx.clock.log_date(), format_args!("cache.preload: no files loaded from {dir}"));
+            }
+        }
         if let Some(n) = nofile {
             let want = cx.cfg.max_connections as u64 + 64;
             if n < want {
-                cx.errors.log(cx.clock.log_date(), format_args!(
-                    "the descriptor limit ({n}) is below max_connections ({}); connections past it will be refused",
-                    cx.cfg.max_connections
-                ));
+                cx.errors.log(
+                    cx.clock.log_date(),
+                    format_args!(
+                        "the descriptor limit ({n}) is below max_connections ({}); connections past it will be refused",
+                        cx.cfg.max_connections
+                    ),
+                );
             }
         }
         Ok(Server {
@@ -218,10 +218,7 @@ impl Server {
 
     /// The bound addresses (with the real port when 0 was asked for).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
-            .collect()
+        self.listeners.iter().filter_map(|l| l.local_addr().ok()).collect()
     }
 
     pub fn root(&self) -> &std::path::Path {
@@ -384,9 +381,7 @@ impl Server {
             Ok(Drive::Close) => self.close(key),
             Err(_) => {
                 let peer = conn.peer;
-                self.cx.error(format_args!(
-                    "internal error while serving {peer}; connection closed"
-                ));
+                self.cx.error(format_args!("internal error while serving {peer}; connection closed"));
                 self.close(key);
             }
         }
@@ -402,12 +397,7 @@ impl Server {
 
     /// Closes every connection whose deadline has passed.
     fn sweep(&mut self, now: Instant) {
-        let expired: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.deadline <= now)
-            .map(|(k, _)| k)
-            .collect();
+        let expired: Vec<usize> = self.conns.iter().filter(|(_, c)| c.deadline <= now).map(|(k, _)| k).collect();
         for key in expired {
             self.close(key);
         }
@@ -444,12 +434,7 @@ impl Server {
         for mut l in self.listeners.drain(..) {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.is_idle())
-            .map(|(k, _)| k)
-            .collect();
+        let idle: Vec<usize> = self.conns.iter().filter(|(_, c)| c.is_idle()).map(|(k, _)| k).collect();
         for key in idle {
             self.close(key);
         }

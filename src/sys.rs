@@ -8,14 +8,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 /// let the kernel hold a partial segment). `MSG_NOSIGNAL` turns a reset into `EPIPE`.
 pub fn send2(fd: RawFd, a: &[u8], b: &[u8], more: bool) -> io::Result<usize> {
     let mut iov = [
-        libc::iovec {
-            iov_base: a.as_ptr() as *mut libc::c_void,
-            iov_len: a.len(),
-        },
-        libc::iovec {
-            iov_base: b.as_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        },
+        libc::iovec { iov_base: a.as_ptr() as *mut libc::c_void, iov_len: a.len() },
+        libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() },
     ];
     let n = if b.is_empty() { 1 } else { 2 };
     // SAFETY: `msghdr` is a plain C struct; all-zero is valid (no name, no control data).
@@ -36,8 +30,7 @@ pub fn send2(fd: RawFd, a: &[u8], b: &[u8], more: bool) -> io::Result<usize> {
 /// Copies up to `count` bytes of `file` from `*offset` to the socket, advancing `*offset`.
 /// Returns 0 only at end of file.
 pub fn sendfile(sock: RawFd, file: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
-    let mut off = libc::off_t::try_from(*offset)
-        .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    let mut off = libc::off_t::try_from(*offset).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
     // SAFETY: both descriptors are open for the duration of the call and `off` is a valid
     // pointer to a local; the kernel reads the file and writes the socket, touching no
     // user memory but `off`.
@@ -60,10 +53,7 @@ pub fn shutdown_write(fd: RawFd) {
 
 /// Raises the soft limit on open descriptors to the hard limit; returns the new soft limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: `rl` is a valid, writable rlimit struct.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
         return Err(io::Error::last_os_error());
@@ -106,9 +96,7 @@ impl SignalFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` was just returned by signalfd and is owned by nobody else.
-        Ok(SignalFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        Ok(SignalFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
     /// The next pending signal, if any.
@@ -117,13 +105,7 @@ impl SignalFd {
         let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
         // SAFETY: `info` is a writable buffer of exactly `size` bytes.
-        let r = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                (&mut info as *mut libc::signalfd_siginfo).cast(),
-                size,
-            )
-        };
+        let r = unsafe { libc::read(self.fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
         (r == size as isize).then_some(info.ssi_signo as libc::c_int)
     }
 }

@@ -44,18 +44,12 @@ pub struct CliError {
 
 impl From<ConfigError> for CliError {
     fn from(e: ConfigError) -> CliError {
-        CliError {
-            message: e.0,
-            usage: false,
-        }
+        CliError { message: e.0, usage: false }
     }
 }
 
 fn usage_err(message: String) -> CliError {
-    CliError {
-        message,
-        usage: true,
-    }
+    CliError { message, usage: true }
 }
 
 #[derive(Default)]
@@ -78,8 +72,7 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, CliEr
             return Err(usage_err(format!("unrecognised argument {arg:?}")));
         };
         let mut value = |name: &str| -> Result<OsString, CliError> {
-            args.next()
-                .ok_or_else(|| usage_err(format!("{name} needs a value")))
+            args.next().ok_or_else(|| usage_err(format!("{name} needs a value")))
         };
         match a {
             "--help" => return Ok(Command::Help),
@@ -89,16 +82,12 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, CliEr
             "-p" => {
                 let v = value(a)?;
                 let port = v.to_str().and_then(|s| s.parse::<u16>().ok());
-                ov.port =
-                    Some(port.ok_or_else(|| usage_err(format!("-p: {v:?} is not a port number")))?);
+                ov.port = Some(port.ok_or_else(|| usage_err(format!("-p: {v:?} is not a port number")))?);
             }
             "-d" => ov.dir = Some(value(a)?.into()),
             "-h" => {
                 let v = value(a)?;
-                ov.host = Some(
-                    v.into_string()
-                        .map_err(|v| usage_err(format!("-h: {v:?} is not a host name")))?,
-                );
+                ov.host = Some(v.into_string().map_err(|v| usage_err(format!("-h: {v:?} is not a host name")))?);
             }
             "-l" => ov.logfile = Some(value(a)?.into()),
             "-D" => {}
@@ -118,11 +107,7 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, CliEr
     };
     apply_overrides(&mut cfg, ov)?;
     cfg.check()?;
-    Ok(if check {
-        Command::CheckConfig(Box::new(cfg))
-    } else {
-        Command::Run(Box::new(cfg))
-    })
+    Ok(if check { Command::CheckConfig(Box::new(cfg)) } else { Command::Run(Box::new(cfg)) })
 }
 
 fn apply_overrides(cfg: &mut Config, ov: Overrides) -> Result<(), CliError> {
@@ -136,18 +121,13 @@ fn apply_overrides(cfg: &mut Config, ov: Overrides) -> Result<(), CliError> {
             _ => LogTarget::File(log),
         };
     }
-    let port = ov
-        .port
-        .unwrap_or_else(|| cfg.listen.first().map_or(8080, SocketAddr::port));
+    let port = ov.port.unwrap_or_else(|| cfg.listen.first().map_or(8080, SocketAddr::port));
     if let Some(host) = ov.host {
         cfg.listen = match host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => {
                 let spec = format!("{host}:{port}");
-                super::raw::parse_listen(&spec).map_err(|e| CliError {
-                    message: format!("-h: {e}"),
-                    usage: false,
-                })?
+                super::raw::parse_listen(&spec).map_err(|e| CliError { message: format!("-h: {e}"), usage: false })?
             }
         };
     } else if ov.port.is_some() {
@@ -193,9 +173,6 @@ mod tests {
         assert!(!run(&["--config", "/nonexistent/x.toml"]).unwrap_err().usage);
         assert!(matches!(parse(["--help".into()]), Ok(Command::Help)));
         assert!(matches!(parse(["-V".into()]), Ok(Command::Version)));
-        assert!(matches!(
-            parse(["--check-config".into()]),
-            Ok(Command::CheckConfig(_))
-        ));
+        assert!(matches!(parse(["--check-config".into()]), Ok(Command::CheckConfig(_))));
     }
 }

@@ -51,7 +51,6 @@ pub struct Config {
     pub max_connections: usize,
     pub backlog: u32,
     pub sendfile: bool,
-    pub sendfile_min: u64,
     pub shutdown_timeout: Duration,
 
     pub keepalive_requests: u32,
@@ -74,6 +73,14 @@ pub struct Config {
 
     /// Extension (lowercase, no dot) -> Content-Type, overriding the built-in table.
     pub mime: BTreeMap<String, String>,
+
+    pub cache_max_bytes: u64,
+    pub cache_max_entries: usize,
+    pub cache_max_file: u64,
+    pub cache_revalidate: Duration,
+    pub cache_negative: Duration,
+    /// URL paths of directories whose files are loaded at start ("/", "/assets/").
+    pub cache_preload: Vec<String>,
 }
 
 impl Default for Config {
@@ -86,7 +93,6 @@ impl Default for Config {
             max_connections: 10_000,
             backlog: 1024,
             sendfile: true,
-            sendfile_min: 32 * 1024,
             shutdown_timeout: Duration::from_secs(10),
             keepalive_requests: 1000,
             keepalive_timeout: Duration::from_secs(15),
@@ -105,6 +111,12 @@ impl Default for Config {
             log_format: LogFormat::Combined,
             error_log: LogTarget::Std,
             mime: BTreeMap::new(),
+            cache_max_bytes: 64 * 1024 * 1024,
+            cache_max_entries: 4096,
+            cache_max_file: 1024 * 1024,
+            cache_revalidate: Duration::from_secs(1),
+            cache_negative: Duration::from_secs(1),
+            cache_preload: Vec::new(),
         }
     }
 }
@@ -128,8 +140,8 @@ impl Config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let mut cfg = Config::from_toml(&text, base)
-            .map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))?;
+        let mut cfg =
+            Config::from_toml(&text, base).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))?;
         cfg.source = Some(path.to_path_buf());
         Ok(cfg)
     }
@@ -145,9 +157,7 @@ impl Config {
     /// Cross-field checks, run after the file and again after command-line overrides.
     pub fn check(&self) -> Result<(), ConfigError> {
         if self.listen.is_empty() {
-            return Err(ConfigError(
-                "server.listen: at least one address is needed".into(),
-            ));
+            return Err(ConfigError("server.listen: at least one address is needed".into()));
         }
         if self.max_uri_bytes >= self.max_header_bytes {
             return Err(ConfigError(format!(

@@ -20,6 +20,7 @@ struct Raw {
     server: Option<RawServer>,
     http: Option<RawHttp>,
     log: Option<RawLog>,
+    cache: Option<RawCache>,
     mime: Option<BTreeMap<String, Spanned<String>>>,
 }
 
@@ -32,7 +33,6 @@ struct RawServer {
     max_connections: S<i64>,
     backlog: S<i64>,
     sendfile: S<bool>,
-    sendfile_min: S<i64>,
     shutdown_timeout: S<RawDuration>,
 }
 
@@ -56,6 +56,17 @@ struct RawHttp {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawCache {
+    max_bytes: S<i64>,
+    max_entries: S<i64>,
+    max_file: S<i64>,
+    revalidate: S<RawDuration>,
+    negative: S<RawDuration>,
+    preload: S<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawLog {
     access: S<String>,
     format: S<LogFormat>,
@@ -72,11 +83,31 @@ enum RawDuration {
 
 /// Turns a byte offset into a 1-based line number.
 fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// The dotted name of the key whose line holds `offset` ("http.dotfiles"), for messages
+/// about values serde rejected by type.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    let line = &text[start..end];
+    let key = line.split_once('=')?.0.trim().trim_matches('"');
+    if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
+        return None;
+    }
+    let table = text[..start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .and_then(|l| l.strip_prefix('[')?.split(']').next())
+        .map(str::trim);
+    Some(match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_string(),
+    })
 }
 
 struct Ctx<'a> {
@@ -85,32 +116,14 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn err<T>(
-        &self,
-        key: &str,
-        span: std::ops::Range<usize>,
-        msg: impl std::fmt::Display,
-    ) -> Result<T, ConfigError> {
-        Err(ConfigError(format!(
-            "line {}: {key}: {msg}",
-            line_of(self.text, span.start)
-        )))
+    fn err<T>(&self, key: &str, span: std::ops::Range<usize>, msg: impl std::fmt::Display) -> Result<T, ConfigError> {
+        Err(ConfigError(format!("line {}: {key}: {msg}", line_of(self.text, span.start))))
     }
 
-    fn int<T: TryFrom<i64>>(
-        &self,
-        key: &str,
-        v: &Spanned<i64>,
-        min: i64,
-        max: i64,
-    ) -> Result<T, ConfigError> {
+    fn int<T: TryFrom<i64>>(&self, key: &str, v: &Spanned<i64>, min: i64, max: i64) -> Result<T, ConfigError> {
         let n = *v.get_ref();
         if n < min || n > max {
-            return self.err(
-                key,
-                v.span(),
-                format_args!("{n} is out of range ({min} to {max})"),
-            );
+            return self.err(key, v.span(), format_args!("{n} is out of range ({min} to {max})"));
         }
         match T::try_from(n) {
             Ok(t) => Ok(t),
@@ -118,47 +131,38 @@ impl Ctx<'_> {
         }
     }
 
-    fn duration(
-        &self,
-        key: &str,
-        v: &Spanned<RawDuration>,
-        max_secs: u64,
-    ) -> Result<Duration, ConfigError> {
+    fn duration(&self, key: &str, v: &Spanned<RawDuration>, max_secs: u64) -> Result<Duration, ConfigError> {
         let d = match v.get_ref() {
             RawDuration::Secs(n) if *n >= 0 => Some(Duration::from_secs(*n as u64)),
             RawDuration::Secs(_) => None,
             RawDuration::Text(s) => parse_duration(s),
         };
         match d {
-            None => self.err(
-                key,
-                v.span(),
-                "expected seconds or a duration such as \"500ms\", \"10s\", \"2m\", \"1h\"",
-            ),
-            Some(d) if d.is_zero() || d > Duration::from_secs(max_secs) => self.err(
-                key,
-                v.span(),
-                format_args!("must be more than 0 and at most {max_secs} seconds"),
-            ),
+            None => {
+                self.err(key, v.span(), "expected seconds or a duration such as \"500ms\", \"10s\", \"2m\", \"1h\"")
+            }
+            Some(d) if d.is_zero() || d > Duration::from_secs(max_secs) => {
+                self.err(key, v.span(), format_args!("must be more than 0 and at most {max_secs} seconds"))
+            }
             Some(d) => Ok(d),
         }
     }
 
-    fn log_target(
-        &self,
-        key: &str,
-        v: &Spanned<String>,
-        allow_off: bool,
-    ) -> Result<LogTarget, ConfigError> {
+    /// Like [`Ctx::duration`], but 0 is allowed (meaning "every time").
+    fn duration_or_zero(&self, key: &str, v: &Spanned<RawDuration>, max_secs: u64) -> Result<Duration, ConfigError> {
+        match v.get_ref() {
+            RawDuration::Secs(0) => Ok(Duration::ZERO),
+            RawDuration::Text(t) if parse_duration(t) == Some(Duration::ZERO) => Ok(Duration::ZERO),
+            _ => self.duration(key, v, max_secs),
+        }
+    }
+
+    fn log_target(&self, key: &str, v: &Spanned<String>, allow_off: bool) -> Result<LogTarget, ConfigError> {
         match v.get_ref().as_str() {
             "" => self.err(key, v.span(), "must not be empty"),
             "-" => Ok(LogTarget::Std),
             "off" if allow_off => Ok(LogTarget::Off),
-            "off" => self.err(
-                key,
-                v.span(),
-                "the error log cannot be turned off; use \"-\" or a file",
-            ),
+            "off" => self.err(key, v.span(), "the error log cannot be turned off; use \"-\" or a file"),
             p => Ok(LogTarget::File(self.base.join(p))),
         }
     }
@@ -200,10 +204,15 @@ pub(crate) fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, String> {
 
 pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), ConfigError> {
     let raw: Raw = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| line_of(text, s.start));
         let msg = e.message().trim_end().to_string();
-        match line {
-            Some(l) => ConfigError(format!("line {l}: {msg}")),
+        match e.span() {
+            Some(span) => {
+                let line = line_of(text, span.start);
+                match key_at(text, span.start) {
+                    Some(key) => ConfigError(format!("line {line}: {key}: {msg}")),
+                    None => ConfigError(format!("line {line}: {msg}")),
+                }
+            }
             None => ConfigError(msg),
         }
     })?;
@@ -248,9 +257,6 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = s.sendfile {
             cfg.sendfile = *v.get_ref();
         }
-        if let Some(v) = s.sendfile_min {
-            cfg.sendfile_min = cx.int("server.sendfile_min", &v, 0, 64 * 1024 * 1024)?;
-        }
         if let Some(v) = s.shutdown_timeout {
             cfg.shutdown_timeout = cx.duration("server.shutdown_timeout", &v, 86_400)?;
         }
@@ -284,11 +290,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = h.index {
             for name in v.get_ref() {
                 if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-                    return cx.err(
-                        "http.index",
-                        v.span(),
-                        format_args!("\"{name}\" is not a plain file name"),
-                    );
+                    return cx.err("http.index", v.span(), format_args!("\"{name}\" is not a plain file name"));
                 }
             }
             cfg.index = v.into_inner();
@@ -300,16 +302,8 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             cfg.symlinks = v.into_inner();
         }
         if let Some(v) = h.charset {
-            if !v
-                .get_ref()
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-            {
-                return cx.err(
-                    "http.charset",
-                    v.span(),
-                    "must be a charset name such as \"utf-8\"",
-                );
+            if !v.get_ref().bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b)) {
+                return cx.err("http.charset", v.span(), "must be a charset name such as \"utf-8\"");
             }
             cfg.charset = v.into_inner();
         }
@@ -333,23 +327,48 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
     }
 
+    if let Some(c) = raw.cache {
+        if let Some(v) = c.max_bytes {
+            cfg.cache_max_bytes = cx.int("cache.max_bytes", &v, 0, i64::MAX)?;
+        }
+        if let Some(v) = c.max_entries {
+            cfg.cache_max_entries = cx.int("cache.max_entries", &v, 0, 10_000_000)?;
+        }
+        if let Some(v) = c.max_file {
+            cfg.cache_max_file = cx.int("cache.max_file", &v, 0, 1 << 40)?;
+        }
+        if let Some(v) = c.revalidate {
+            cfg.cache_revalidate = cx.duration_or_zero("cache.revalidate", &v, 86_400)?;
+        }
+        if let Some(v) = c.negative {
+            cfg.cache_negative = cx.duration_or_zero("cache.negative", &v, 86_400)?;
+        }
+        if let Some(v) = c.preload {
+            let mut dirs = Vec::new();
+            for d in v.get_ref() {
+                let mut norm = String::new();
+                if crate::fs::resolve::normalize(d.as_bytes(), &mut norm).is_err() {
+                    return cx.err(
+                        "cache.preload",
+                        v.span(),
+                        format_args!("\"{d}\" is not a URL path such as \"/assets/\""),
+                    );
+                }
+                dirs.push(norm);
+            }
+            cfg.cache_preload = dirs;
+        }
+    }
+
     if let Some(m) = raw.mime {
         for (ext, ty) in m {
             let key = format!("mime.{ext}");
             let valid_ext = !ext.is_empty() && !ext.contains(['.', '/']);
             if !valid_ext {
-                return cx.err(
-                    &key,
-                    ty.span(),
-                    "the key must be a file extension without the dot",
-                );
+                return cx.err(&key, ty.span(), "the key must be a file extension without the dot");
             }
             if !crate::http::mime::is_media_type(ty.get_ref()) {
-                return cx.err(
-                    &key,
-                    ty.span(),
-                    "must be a media type such as \"text/plain\"",
-                );
+                return cx.err(&key, ty.span(), "must be a media type such as \"text/plain\"");
             }
             cfg.mime.insert(ext.to_ascii_lowercase(), ty.into_inner());
         }
@@ -373,10 +392,12 @@ mod tests {
 
     #[test]
     fn unknown_key_names_key_and_line() {
-        let e = load("[http]\nkeepalive_requests = 5\nbogus_key = 1\n")
-            .unwrap_err()
-            .0;
+        let e = load("[http]\nkeepalive_requests = 5\nbogus_key = 1\n").unwrap_err().0;
         assert!(e.contains("bogus_key") && e.contains("line 3"), "{e}");
+        let e = load("[http]\n# c\ndotfiles = \"maybe\"\n").unwrap_err().0;
+        assert!(e.contains("http.dotfiles") && e.contains("line 3"), "{e}");
+        let e = load("[server]\nbacklog = \"many\"\n").unwrap_err().0;
+        assert!(e.contains("server.backlog") && e.contains("line 2"), "{e}");
         let e = load("[nope]\n").unwrap_err().0;
         assert!(e.contains("nope") && e.contains("line 1"), "{e}");
     }
@@ -384,15 +405,10 @@ mod tests {
     #[test]
     fn out_of_range_names_key_and_line() {
         let e = load("\n[http]\nkeepalive_requests = 0\n").unwrap_err().0;
-        assert!(
-            e.contains("http.keepalive_requests") && e.contains("line 3"),
-            "{e}"
-        );
+        assert!(e.contains("http.keepalive_requests") && e.contains("line 3"), "{e}");
         let e = load("[server]\nworkers = 4\n").unwrap_err().0;
         assert!(e.contains("server.workers") && e.contains("line 2"), "{e}");
-        let e = load("[http]\nheader_timeout = \"10 parsecs\"\n")
-            .unwrap_err()
-            .0;
+        let e = load("[http]\nheader_timeout = \"10 parsecs\"\n").unwrap_err().0;
         assert!(e.contains("http.header_timeout"), "{e}");
         let e = load("[http]\nmax_uri_bytes = 20000\n").unwrap_err().0;
         assert!(e.contains("max_uri_bytes"), "{e}");
@@ -419,10 +435,7 @@ mod tests {
         assert_eq!(c.index, vec!["home.html".to_string()]);
         assert_eq!(c.listen.len(), 2);
         assert_eq!(c.mime.get("foo").map(String::as_str), Some("text/x-foo"));
-        assert!(load("[http]\nsymlinks = \"sometimes\"\n")
-            .unwrap_err()
-            .0
-            .contains("line 2"));
+        assert!(load("[http]\nsymlinks = \"sometimes\"\n").unwrap_err().0.contains("line 2"));
         assert!(load("[server]\nlisten = [\"nowhere\"]\n").is_err());
         assert!(load("[mime]\nfoo = \"not a type\"\n").is_err());
     }
@@ -447,7 +460,12 @@ mod tests {
         assert_eq!(c.max_connections, d.max_connections);
         assert_eq!(c.backlog, d.backlog);
         assert_eq!(c.sendfile, d.sendfile);
-        assert_eq!(c.sendfile_min, d.sendfile_min);
+        assert_eq!(c.cache_max_bytes, d.cache_max_bytes);
+        assert_eq!(c.cache_max_entries, d.cache_max_entries);
+        assert_eq!(c.cache_max_file, d.cache_max_file);
+        assert_eq!(c.cache_revalidate, d.cache_revalidate);
+        assert_eq!(c.cache_negative, d.cache_negative);
+        assert_eq!(c.cache_preload, d.cache_preload);
         assert_eq!(c.index, d.index);
         assert_eq!(c.dotfiles, d.dotfiles);
         assert_eq!(c.symlinks, d.symlinks);

@@ -9,4 +9,5 @@
 //! is what keeps a request inside the root; later modules (cache, listing) work from the
 //! descriptor they were handed, so they cannot be talked out of the root either.
 
+pub mod cache;
 pub mod resolve;

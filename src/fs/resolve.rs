@@ -188,10 +188,7 @@ fn remove_dot_segments(buf: &mut Vec<u8>) -> Result<(), ResolveError> {
     let mut r = 1;
     let mut trailing_slash;
     loop {
-        let end = buf[r..]
-            .iter()
-            .position(|&c| c == b'/')
-            .map_or(len, |p| r + p);
+        let end = buf[r..].iter().position(|&c| c == b'/').map_or(len, |p| r + p);
         match &buf[r..end] {
             b"" | b"." => trailing_slash = true,
             b".." => {
@@ -238,14 +235,8 @@ impl DocRoot {
     pub fn open(path: &Path) -> io::Result<DocRoot> {
         let path = std::fs::canonicalize(path)?;
         // std adds O_CLOEXEC and keeps O_RDONLY as the access mode, which O_PATH ignores.
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-            .open(&path)?;
-        Ok(DocRoot {
-            fd: OwnedFd::from(dir),
-            path,
-        })
+        let dir = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY).open(&path)?;
+        Ok(DocRoot { fd: OwnedFd::from(dir), path })
     }
 
     /// The canonical path of the root.
@@ -277,11 +268,7 @@ pub enum Resolved {
     /// A regular file, opened read-only. `url_path` is the normalized URL path of the file
     /// actually served (for a directory, the index file: `/docs/index.html`), used for MIME
     /// lookup and logging.
-    File {
-        file: File,
-        meta: Metadata,
-        url_path: String,
-    },
+    File { file: File, meta: Metadata, url_path: String },
     /// A directory was requested without its trailing slash; the caller answers 301 to the
     /// slash form.
     Redirect,
@@ -301,11 +288,7 @@ pub enum Resolved {
 /// Errno mapping: `ENOENT`, `ENOTDIR`, `ENAMETOOLONG` → `NotFound`; `EACCES`, `EPERM`, and
 /// `ELOOP`/`EXDEV` (a symlink the policy refuses, or a loop) → `Forbidden`; `ENXIO`/`ENODEV`
 /// (a socket, or a device without a driver) → `Forbidden`; anything else → `Io`.
-pub fn resolve(
-    root: &DocRoot,
-    normalized: &str,
-    opts: &ResolveOptions<'_>,
-) -> Result<Resolved, ResolveError> {
+pub fn resolve(root: &DocRoot, normalized: &str, opts: &ResolveOptions<'_>) -> Result<Resolved, ResolveError> {
     resolve_with(root, normalized, opts, Backend::Auto)
 }
 
@@ -335,11 +318,7 @@ fn resolve_with(
         let meta = file.metadata().map_err(map_io)?;
         let kind = meta.file_type();
         return if kind.is_file() {
-            Ok(Resolved::File {
-                file,
-                meta,
-                url_path: normalized.to_owned(),
-            })
+            Ok(Resolved::File { file, meta, url_path: normalized.to_owned() })
         } else if kind.is_dir() {
             Ok(Resolved::Redirect)
         } else {
@@ -368,11 +347,7 @@ fn resolve_with(
                     let mut url_path = String::with_capacity(normalized.len() + name.len());
                     url_path.push_str(normalized);
                     url_path.push_str(name);
-                    return Ok(Resolved::File {
-                        file,
-                        meta,
-                        url_path,
-                    });
+                    return Ok(Resolved::File { file, meta, url_path });
                 }
                 // A directory or FIFO that happens to carry an index name is not an index.
             }
@@ -400,9 +375,7 @@ fn relative_part(normalized: &str) -> Result<&str, ResolveError> {
     if normalized == "/" {
         return Ok("");
     }
-    let rel = normalized
-        .strip_prefix('/')
-        .ok_or(ResolveError::BadRequest)?;
+    let rel = normalized.strip_prefix('/').ok_or(ResolveError::BadRequest)?;
     let rel = rel.strip_suffix('/').unwrap_or(rel);
     for segment in rel.split('/') {
         let bad_byte = segment.bytes().any(|b| b < 0x20 || b == 0x7f || b == b'\\');
@@ -444,8 +417,7 @@ fn map_io(err: io::Error) -> ResolveError {
 }
 
 /// Flags of every descriptor handed out: read-only, and `O_NONBLOCK` so a FIFO cannot block.
-const OPEN_FLAGS: libc::c_int =
-    libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+const OPEN_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
 
 /// Walk flags for intermediate directories in the portable no-symlink walk: `O_PATH` needs no
 /// permission but search, and with `O_NOFOLLOW` a symlink yields a descriptor of the link
@@ -453,30 +425,20 @@ const OPEN_FLAGS: libc::c_int =
 const WALK_FLAGS: libc::c_int = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 
 const RESOLVE_WITHIN_ROOT: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-const RESOLVE_NO_LINKS: u64 =
-    libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+const RESOLVE_NO_LINKS: u64 = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
 
 /// Open `rel` (relative, no empty/`.`/`..` segment; "" is the root) under `policy`.
-fn open_with_policy(
-    root: &DocRoot,
-    rel: &str,
-    policy: SymlinkPolicy,
-    backend: Backend,
-) -> Result<File, ResolveError> {
+fn open_with_policy(root: &DocRoot, rel: &str, policy: SymlinkPolicy, backend: Backend) -> Result<File, ResolveError> {
     let c_rel = c_path(rel.as_bytes())?;
     match policy {
         // `rel` has no "..", so the first step stays under the root; symlinks go anywhere.
-        SymlinkPolicy::Follow => openat(root.fd(), &c_rel, OPEN_FLAGS)
-            .map(File::from)
-            .map_err(map_io),
+        SymlinkPolicy::Follow => openat(root.fd(), &c_rel, OPEN_FLAGS).map(File::from).map_err(map_io),
         SymlinkPolicy::WithinRoot => {
             match try_openat2(root, &c_rel, RESOLVE_WITHIN_ROOT, backend) {
                 Some(Ok(fd)) => Ok(File::from(fd)),
                 // A symlink left the tree of the root descriptor: an absolute one, or one
                 // climbing out. It may still land inside the root; the slow path decides.
-                Some(Err(err)) if err.raw_os_error() == Some(libc::EXDEV) => {
-                    open_canonical_within(root, rel, backend)
-                }
+                Some(Err(err)) if err.raw_os_error() == Some(libc::EXDEV) => open_canonical_within(root, rel, backend),
                 Some(Err(err)) => Err(map_io(err)),
                 None => open_canonical_within(root, rel, backend),
             }
@@ -491,15 +453,9 @@ fn open_with_policy(
 /// The `WithinRoot` slow path, and its whole implementation without `openat2`: canonicalize
 /// `root/rel`, accept it only inside the canonical root, then open the canonical remainder
 /// refusing any symlink, so a link swapped in after `canonicalize` cannot redirect the open.
-fn open_canonical_within(
-    root: &DocRoot,
-    rel: &str,
-    backend: Backend,
-) -> Result<File, ResolveError> {
+fn open_canonical_within(root: &DocRoot, rel: &str, backend: Backend) -> Result<File, ResolveError> {
     let canonical = std::fs::canonicalize(root.path.join(rel)).map_err(map_io)?;
-    let inside = canonical
-        .strip_prefix(&root.path)
-        .map_err(|_| ResolveError::Forbidden)?;
+    let inside = canonical.strip_prefix(&root.path).map_err(|_| ResolveError::Forbidden)?;
     let inside = inside.as_os_str().as_bytes();
     let c_inside = c_path(inside)?;
     match try_openat2(root, &c_inside, RESOLVE_NO_LINKS, backend) {
@@ -513,9 +469,7 @@ fn open_canonical_within(
 fn open_no_symlinks_walk(root: &DocRoot, rel: &[u8]) -> Result<File, ResolveError> {
     let mut components = rel.split(|&b| b == b'/').filter(|c| !c.is_empty());
     let Some(last) = components.next_back() else {
-        return openat(root.fd(), c".", OPEN_FLAGS)
-            .map(File::from)
-            .map_err(map_io);
+        return openat(root.fd(), c".", OPEN_FLAGS).map(File::from).map_err(map_io);
     };
     let mut dir: Option<OwnedFd> = None;
     for component in components {
@@ -534,9 +488,7 @@ fn open_no_symlinks_walk(root: &DocRoot, rel: &[u8]) -> Result<File, ResolveErro
     let name = c_component(last)?;
     let parent = dir.as_ref().map_or(root.fd(), |d| d.as_fd());
     // With O_NOFOLLOW a symlink as last component fails with ELOOP -> Forbidden.
-    openat(parent, &name, OPEN_FLAGS | libc::O_NOFOLLOW)
-        .map(File::from)
-        .map_err(map_io)
+    openat(parent, &name, OPEN_FLAGS | libc::O_NOFOLLOW).map(File::from).map_err(map_io)
 }
 
 /// A relative path as a C string; "" is the root itself (".").
@@ -567,12 +519,7 @@ static OPENAT2: AtomicU8 = AtomicU8::new(OPENAT2_UNKNOWN);
 
 /// `openat2` with `resolve` flags, or `None` when it is unavailable and the caller must use the
 /// portable code.
-fn try_openat2(
-    root: &DocRoot,
-    path: &CStr,
-    resolve: u64,
-    backend: Backend,
-) -> Option<io::Result<OwnedFd>> {
+fn try_openat2(root: &DocRoot, path: &CStr, resolve: u64, backend: Backend) -> Option<io::Result<OwnedFd>> {
     if backend == Backend::Portable {
         return None;
     }
@@ -642,12 +589,7 @@ fn openat(dir: BorrowedFd<'_>, path: &CStr, flags: libc::c_int) -> io::Result<Ow
 
 /// `openat2(2)` without `O_CREAT`, retried on `EINTR`, and a few times on `EAGAIN` (which
 /// `RESOLVE_BENEATH` returns when a concurrent rename made a `..` check unsure).
-fn openat2(
-    dir: BorrowedFd<'_>,
-    path: &CStr,
-    flags: libc::c_int,
-    resolve: u64,
-) -> io::Result<OwnedFd> {
+fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: libc::c_int, resolve: u64) -> io::Result<OwnedFd> {
     // SAFETY: `open_how` is three integers (libc marks it non-exhaustive, so it cannot be
     // built with a literal); all-zero is a valid value, and the meaning of the unused fields.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
@@ -774,17 +716,12 @@ mod tests {
 
     #[test]
     fn normalize_refuses_nul_and_control_bytes() {
-        for raw in [
-            "/a%00b", "/a%00", "/%0a", "/%0D%0A", "/a%1f", "/a%7f", "/a%7F",
-        ] {
+        for raw in ["/a%00b", "/a%00", "/%0a", "/%0D%0A", "/a%1f", "/a%7f", "/a%7F"] {
             assert_eq!(norm(raw), Err(400), "{raw}");
         }
         for raw in [&b"/a\0b"[..], b"/a\nb", b"/\t", b"/a\x7f", b"/\x01"] {
             let mut out = String::new();
-            assert!(matches!(
-                normalize(raw, &mut out),
-                Err(ResolveError::BadRequest)
-            ));
+            assert!(matches!(normalize(raw, &mut out), Err(ResolveError::BadRequest)));
         }
     }
 
@@ -808,9 +745,7 @@ mod tests {
 
     #[test]
     fn normalize_refuses_malformed_escapes() {
-        for raw in [
-            "/%", "/a%", "/%4", "/%4/", "/%zz", "/%g0", "/%0g", "/%%41", "/% 1",
-        ] {
+        for raw in ["/%", "/a%", "/%4", "/%4/", "/%zz", "/%g0", "/%0g", "/%%41", "/% 1"] {
             assert_eq!(norm(raw), Err(400), "{raw}");
         }
     }
@@ -835,11 +770,7 @@ mod tests {
     fn normalize_decodes_unicode() {
         assert_eq!(norm("/caf%C3%A9"), Ok("/café".into()));
         assert_eq!(norm("/caf%c3%a9/%E2%82%AC"), Ok("/café/€".into()));
-        assert_eq!(
-            norm("/café"),
-            Ok("/café".into()),
-            "raw UTF-8 is accepted too"
-        );
+        assert_eq!(norm("/café"), Ok("/café".into()), "raw UTF-8 is accepted too");
     }
 
     #[test]
@@ -868,13 +799,7 @@ mod tests {
         for errno in [libc::ENOENT, libc::ENOTDIR, libc::ENAMETOOLONG] {
             assert_eq!(status(errno), 404, "{errno}");
         }
-        for errno in [
-            libc::EACCES,
-            libc::EPERM,
-            libc::ELOOP,
-            libc::EXDEV,
-            libc::ENXIO,
-        ] {
+        for errno in [libc::EACCES, libc::EPERM, libc::ELOOP, libc::EXDEV, libc::ENXIO] {
             assert_eq!(status(errno), 403, "{errno}");
         }
         for errno in [libc::EMFILE, libc::EIO, libc::ENOMEM] {
@@ -895,8 +820,7 @@ mod tests {
             ("deny", SymlinkPolicy::Deny),
         ];
         for (text, want) in cases {
-            let conf: Conf =
-                toml::from_str(&format!("symlinks = \"{text}\"\ndotfiles = \"allow\"")).unwrap();
+            let conf: Conf = toml::from_str(&format!("symlinks = \"{text}\"\ndotfiles = \"allow\"")).unwrap();
             assert_eq!(conf.symlinks, want);
             assert_eq!(conf.dotfiles, DotfilePolicy::Allow);
         }
@@ -909,13 +833,8 @@ mod tests {
     fn relative_part_rejects_unnormalized_input() {
         assert_eq!(relative_part("/").ok(), Some(""));
         assert_eq!(relative_part("/a/b/").ok(), Some("a/b"));
-        for bad in [
-            "", "a", "//", "/a//b", "/../x", "/a/./b", "/a/..", "/a\0", "/a\\b",
-        ] {
-            assert!(
-                matches!(relative_part(bad), Err(ResolveError::BadRequest)),
-                "{bad:?}"
-            );
+        for bad in ["", "a", "//", "/a//b", "/../x", "/a/./b", "/a/..", "/a\0", "/a\\b"] {
+            assert!(matches!(relative_part(bad), Err(ResolveError::BadRequest)), "{bad:?}");
         }
     }
 
@@ -998,12 +917,7 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
 
         let root = DocRoot::open(&root_path).unwrap();
-        Tree {
-            _tmp: tmp,
-            root,
-            root_path,
-            outside,
-        }
+        Tree { _tmp: tmp, root, root_path, outside }
     }
 
     const BACKENDS: [Backend; 2] = [Backend::Auto, Backend::Portable];
@@ -1020,11 +934,7 @@ mod tests {
         backend: Backend,
     ) -> Result<Resolved, ResolveError> {
         let index = index_names();
-        let opts = ResolveOptions {
-            symlinks,
-            dotfiles,
-            index: &index,
-        };
+        let opts = ResolveOptions { symlinks, dotfiles, index: &index };
         let mut path = String::new();
         normalize(raw.as_bytes(), &mut path)?;
         resolve_with(&t.root, &path, &opts, backend)
@@ -1041,11 +951,7 @@ mod tests {
 
     fn summarize(result: Result<Resolved, ResolveError>) -> Got {
         match result {
-            Ok(Resolved::File {
-                mut file,
-                meta,
-                url_path,
-            }) => {
+            Ok(Resolved::File { mut file, meta, url_path }) => {
                 assert!(meta.is_file());
                 let mut body = String::new();
                 file.read_to_string(&mut body).unwrap();
@@ -1058,15 +964,10 @@ mod tests {
 
     /// Request `raw` under every backend, check they agree, and return the answer.
     fn get(t: &Tree, raw: &str, symlinks: SymlinkPolicy, dotfiles: DotfilePolicy) -> Got {
-        let mut answers = BACKENDS
-            .iter()
-            .map(|&b| summarize(get_with(t, raw, symlinks, dotfiles, b)));
+        let mut answers = BACKENDS.iter().map(|&b| summarize(get_with(t, raw, symlinks, dotfiles, b)));
         let first = answers.next().unwrap();
         for other in answers {
-            assert_eq!(
-                first, other,
-                "backends disagree on {raw} under {symlinks:?}"
-            );
+            assert_eq!(first, other, "backends disagree on {raw} under {symlinks:?}");
         }
         first
     }
@@ -1136,14 +1037,8 @@ mod tests {
     fn directory_index() {
         let t = tree();
         for p in ALL_POLICIES {
-            assert_eq!(
-                get(&t, "/sub/", p, DenyDots),
-                file("/sub/index.html", "sub index")
-            );
-            assert_eq!(
-                get(&t, "/htm/", p, DenyDots),
-                file("/htm/index.htm", "htm only")
-            );
+            assert_eq!(get(&t, "/sub/", p, DenyDots), file("/sub/index.html", "sub index"));
+            assert_eq!(get(&t, "/htm/", p, DenyDots), file("/htm/index.htm", "htm only"));
         }
     }
 
@@ -1168,30 +1063,16 @@ mod tests {
     #[test]
     fn index_names_tried_in_order() {
         let t = tree();
-        assert_eq!(
-            get(&t, "/both/", WithinRoot, DenyDots),
-            file("/both/index.html", "html")
-        );
+        assert_eq!(get(&t, "/both/", WithinRoot, DenyDots), file("/both/index.html", "html"));
         let reversed = vec!["index.htm".to_owned(), "index.html".to_owned()];
-        let opts = ResolveOptions {
-            symlinks: WithinRoot,
-            dotfiles: DenyDots,
-            index: &reversed,
-        };
+        let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &reversed };
         for backend in BACKENDS {
             let got = summarize(resolve_with(&t.root, "/both/", &opts, backend));
             assert_eq!(got, file("/both/index.htm", "htm"));
         }
         // No index names at all: every directory is "no index".
-        let opts = ResolveOptions {
-            symlinks: WithinRoot,
-            dotfiles: DenyDots,
-            index: &[],
-        };
-        assert_eq!(
-            summarize(resolve(&t.root, "/sub/", &opts)),
-            Got::Status(403)
-        );
+        let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &[] };
+        assert_eq!(summarize(resolve(&t.root, "/sub/", &opts)), Got::Status(403));
     }
 
     #[test]
@@ -1207,15 +1088,9 @@ mod tests {
     fn unusable_index_names_are_ignored() {
         let t = tree();
         write(&t.root_path.join("sub/.idx"), "dot index");
-        let names: Vec<String> = ["", ".", "..", "../a.txt", "x\0", ".idx", "index.html"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let mut opts = ResolveOptions {
-            symlinks: WithinRoot,
-            dotfiles: DenyDots,
-            index: &names,
-        };
+        let names: Vec<String> =
+            ["", ".", "..", "../a.txt", "x\0", ".idx", "index.html"].iter().map(|s| s.to_string()).collect();
+        let mut opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &names };
         let got = summarize(resolve(&t.root, "/sub/", &opts));
         assert_eq!(got, file("/sub/index.html", "sub index"));
         opts.dotfiles = Allow;
@@ -1267,10 +1142,7 @@ mod tests {
         let t = tree();
         for p in ALL_POLICIES {
             assert_eq!(get(&t, "/.hidden", p, Allow), file("/.hidden", "hidden"));
-            assert_eq!(
-                get(&t, "/.git/config", p, Allow),
-                file("/.git/config", "git")
-            );
+            assert_eq!(get(&t, "/.git/config", p, Allow), file("/.git/config", "git"));
             assert_eq!(get(&t, "/sub/.dot", p, Allow), file("/sub/.dot", "dot"));
             assert_eq!(get(&t, "/.git", p, Allow), Got::Redirect);
         }
@@ -1302,14 +1174,8 @@ mod tests {
         assert_eq!(get(&t, "/rel_in", p, DenyDots), file("/rel_in", "A"));
         assert_eq!(get(&t, "/abs_in", p, DenyDots), file("/abs_in", "A"));
         assert_eq!(get(&t, "/sub/up_in", p, DenyDots), file("/sub/up_in", "A"));
-        assert_eq!(
-            get(&t, "/dir_in/b.txt", p, DenyDots),
-            file("/dir_in/b.txt", "B")
-        );
-        assert_eq!(
-            get(&t, "/dir_abs_in/b.txt", p, DenyDots),
-            file("/dir_abs_in/b.txt", "B")
-        );
+        assert_eq!(get(&t, "/dir_in/b.txt", p, DenyDots), file("/dir_in/b.txt", "B"));
+        assert_eq!(get(&t, "/dir_abs_in/b.txt", p, DenyDots), file("/dir_abs_in/b.txt", "B"));
         assert_eq!(get(&t, "/dir_in", p, DenyDots), Got::Redirect);
         assert_eq!(get(&t, "/dir_abs_in", p, DenyDots), Got::Redirect);
         let got = get(&t, "/dir_abs_in/", p, DenyDots);
@@ -1332,11 +1198,7 @@ mod tests {
             "/dir_abs_out/index.html",
             "/magic",
         ] {
-            assert_eq!(
-                get(&t, raw, WithinRoot, DenyDots),
-                Got::Status(403),
-                "{raw}"
-            );
+            assert_eq!(get(&t, raw, WithinRoot, DenyDots), Got::Status(403), "{raw}");
         }
     }
 
@@ -1368,10 +1230,7 @@ mod tests {
         let t = tree();
         let p = Follow;
         assert_eq!(get(&t, "/rel_out", p, DenyDots), file("/rel_out", "SECRET"));
-        assert_eq!(
-            get(&t, "/sub/rel_out2", p, DenyDots),
-            file("/sub/rel_out2", "SECRET")
-        );
+        assert_eq!(get(&t, "/sub/rel_out2", p, DenyDots), file("/sub/rel_out2", "SECRET"));
         assert_eq!(get(&t, "/abs_out", p, DenyDots), file("/abs_out", "SECRET"));
         assert_eq!(get(&t, "/dir_out", p, DenyDots), Got::Redirect);
         let got = get(&t, "/dir_out/", p, DenyDots);
@@ -1423,18 +1282,8 @@ mod tests {
         let t = tree();
         let index = index_names();
         for p in ALL_POLICIES {
-            let opts = ResolveOptions {
-                symlinks: p,
-                dotfiles: Allow,
-                index: &index,
-            };
-            for bad in [
-                "a.txt",
-                "/sub/../a.txt",
-                "//a.txt",
-                "/./a.txt",
-                "/../outside/secret.txt",
-            ] {
+            let opts = ResolveOptions { symlinks: p, dotfiles: Allow, index: &index };
+            for bad in ["a.txt", "/sub/../a.txt", "//a.txt", "/./a.txt", "/../outside/secret.txt"] {
                 let got = summarize(resolve(&t.root, bad, &opts));
                 assert_eq!(got, Got::Status(400), "{bad}");
             }
@@ -1450,26 +1299,13 @@ mod tests {
             f.read_to_string(&mut body).unwrap();
             Ok(body)
         };
-        assert_eq!(
-            read(open_no_symlinks_walk(&t.root, b"sub/b.txt")),
-            Ok("B".into())
-        );
-        assert_eq!(
-            read(open_no_symlinks_walk(&t.root, b"dir_in/b.txt")),
-            Err(403)
-        );
+        assert_eq!(read(open_no_symlinks_walk(&t.root, b"sub/b.txt")), Ok("B".into()));
+        assert_eq!(read(open_no_symlinks_walk(&t.root, b"dir_in/b.txt")), Err(403));
         assert_eq!(read(open_no_symlinks_walk(&t.root, b"rel_in")), Err(403));
         assert_eq!(read(open_no_symlinks_walk(&t.root, b"a.txt/x")), Err(404));
         assert_eq!(read(open_no_symlinks_walk(&t.root, b"sub/nope")), Err(404));
-        assert_eq!(
-            read(open_no_symlinks_walk(&t.root, b"sub/../a.txt")),
-            Err(400)
-        );
-        assert!(open_no_symlinks_walk(&t.root, b"")
-            .unwrap()
-            .metadata()
-            .unwrap()
-            .is_dir());
+        assert_eq!(read(open_no_symlinks_walk(&t.root, b"sub/../a.txt")), Err(400));
+        assert!(open_no_symlinks_walk(&t.root, b"").unwrap().metadata().unwrap().is_dir());
 
         let within = |rel: &str| read(open_canonical_within(&t.root, rel, Backend::Portable));
         assert_eq!(within("abs_in"), Ok("A".into()));

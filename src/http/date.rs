@@ -15,12 +15,7 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Clock {
-        let mut c = Clock {
-            now: Instant::now(),
-            secs: u64::MAX,
-            http: String::new(),
-            log: String::new(),
-        };
+        let mut c = Clock { now: Instant::now(), secs: u64::MAX, http: String::new(), log: String::new() };
         c.tick();
         c
     }
@@ -59,9 +54,7 @@ impl Default for Clock {
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /// Formats a timestamp in local time with its UTC offset, using the C library's time zone
 /// rules (TZ or /etc/localtime).

@@ -105,11 +105,7 @@ fn is_textual(ty: &str) -> bool {
 pub fn is_media_type(s: &str) -> bool {
     let base = s.split(';').next().unwrap_or("");
     let mut parts = base.trim().splitn(2, '/');
-    let tok = |t: &str| {
-        !t.is_empty()
-            && t.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
-    };
+    let tok = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b));
     matches!((parts.next(), parts.next()), (Some(a), Some(b)) if tok(a) && tok(b))
         && super::is_field_value(s.as_bytes())
 }
@@ -125,10 +121,7 @@ impl MimeTypes {
     /// Builds the table: built-ins, then `overrides`; `charset` ("" for none) is appended to
     /// textual types that do not already carry one.
     pub fn new(overrides: &BTreeMap<String, String>, charset: &str) -> MimeTypes {
-        let mut map: BTreeMap<String, String> = BUILTIN
-            .iter()
-            .map(|&(e, t)| (e.to_string(), t.to_string()))
-            .collect();
+        let mut map: BTreeMap<String, String> = BUILTIN.iter().map(|&(e, t)| (e.to_string(), t.to_string())).collect();
         for (e, t) in overrides {
             map.insert(e.to_ascii_lowercase(), t.clone());
         }
@@ -140,10 +133,7 @@ impl MimeTypes {
             }
         };
         MimeTypes {
-            table: map
-                .iter()
-                .map(|(e, t)| (e.as_str().into(), render(t)))
-                .collect(),
+            table: map.iter().map(|(e, t)| (e.as_str().into(), render(t))).collect(),
             default: render(DEFAULT_TYPE),
         }
     }
@@ -191,10 +181,7 @@ mod tests {
         assert_eq!(m.lookup("/noext"), "application/octet-stream");
         assert_eq!(m.lookup("/dir.d/noext"), "application/octet-stream");
         assert_eq!(m.lookup("/trailing."), "application/octet-stream");
-        assert_eq!(
-            m.lookup("/x.averyveryverylongextension"),
-            "application/octet-stream"
-        );
+        assert_eq!(m.lookup("/x.averyveryverylongextension"), "application/octet-stream");
     }
 
     #[test]

@@ -46,9 +46,7 @@ pub fn is_field_value(v: &[u8]) -> bool {
 
 /// Splits a comma-separated field value into trimmed, non-empty elements (RFC 9110 §5.6.1).
 pub fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
-    v.split(|&b| b == b',')
-        .map(|s| s.trim_ascii())
-        .filter(|s| !s.is_empty())
+    v.split(|&b| b == b',').map(|s| s.trim_ascii()).filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]

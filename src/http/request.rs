@@ -112,24 +112,25 @@ pub fn parse<'b>(buf: &'b mut [u8], limits: &Limits) -> Result<Option<Request<'b
 fn higher_minor_version(buf: &[u8]) -> Option<usize> {
     let start = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
     let nl = start + buf[start..].iter().position(|&b| b == b'\n')?;
-    let end = if nl > start && buf[nl - 1] == b'\r' {
-        nl - 1
-    } else {
-        nl
-    };
+    let end = if nl > start && buf[nl - 1] == b'\r' { nl - 1 } else { nl };
     let line = &buf[start..end];
     let v = line.len().checked_sub(8)?;
     match &line[v..] {
-        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', d]
-            if (b'2'..=b'9').contains(d) && v > 0 && line[v - 1] == b' ' =>
-        {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', d] if (b'2'..=b'9').contains(d) && v > 0 && line[v - 1] == b' ' => {
             Some(start + v + 7)
         }
         _ => None,
     }
 }
 
+/// Empty-line bytes (CR, LF) tolerated before a request line: RFC 9112 §2.2 asks servers to
+/// ignore at least one empty line there; more than two is not a client bug but garbage.
+const MAX_LEADING_EMPTY: usize = 4;
+
 fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>, Reject> {
+    if buf.iter().take(MAX_LEADING_EMPTY + 1).all(|&b| b == b'\r' || b == b'\n') && buf.len() > MAX_LEADING_EMPTY {
+        return Err(reject(400, "empty lines instead of a request line"));
+    }
     let n = limits.max_headers.min(MAX_HEADERS);
     let mut storage = [const { MaybeUninit::<httparse::Header<'b>>::uninit() }; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut []);
@@ -222,14 +223,7 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
     }
 
     if minor >= 1 && hosts != 1 {
-        return Err(reject(
-            400,
-            if hosts == 0 {
-                "missing Host"
-            } else {
-                "duplicate Host"
-            },
-        ));
+        return Err(reject(400, if hosts == 0 { "missing Host" } else { "duplicate Host" }));
     }
     if hosts > 1 {
         return Err(reject(400, "duplicate Host"));
@@ -244,17 +238,9 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
         }
         r.framing = Framing::Chunked;
     } else if let Some(n) = content_length {
-        r.framing = if n == 0 {
-            Framing::None
-        } else {
-            Framing::Length(n)
-        };
+        r.framing = if n == 0 { Framing::None } else { Framing::Length(n) };
     }
-    r.keep_alive = if minor >= 1 {
-        !conn_close
-    } else {
-        conn_keep_alive && !conn_close
-    };
+    r.keep_alive = if minor >= 1 { !conn_close } else { conn_keep_alive && !conn_close };
 
     split_target(&mut r)?;
     Ok(Some(r))
@@ -322,11 +308,7 @@ pub fn valid_host(v: &[u8]) -> bool {
             return false;
         };
         let lit = &rest[..close];
-        if lit.is_empty()
-            || !lit
-                .iter()
-                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-        {
+        if lit.is_empty() || !lit.iter().all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
             return false;
         }
         match &rest[close + 1..] {
@@ -340,9 +322,7 @@ pub fn valid_host(v: &[u8]) -> bool {
             None => (v, None),
         }
     };
-    let reg_name_ok = host
-        .iter()
-        .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b));
+    let reg_name_ok = host.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b));
     reg_name_ok && port.is_none_or(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit))
 }
 
@@ -351,33 +331,31 @@ fn parse_decimal(s: &[u8]) -> Option<u64> {
     if s.is_empty() {
         return None;
     }
-    s.iter().try_fold(0u64, |n, &b| {
-        if b.is_ascii_digit() {
-            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-        } else {
-            None
-        }
-    })
+    s.iter().try_fold(
+        0u64,
+        |n, &b| {
+            if b.is_ascii_digit() {
+                n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+            } else {
+                None
+            }
+        },
+    )
 }
 
 /// Decides whether an incomplete head is already too large to ever be accepted.
 fn incomplete(buf: &[u8], limits: &Limits) -> Result<(), Reject> {
-    let start = buf
-        .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
-        .unwrap_or(buf.len());
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
     let line_done = buf[start..].contains(&b'\n');
     if !line_done {
         // Still in the request line: method, target, version. Past the target limit plus
         // room for the method and version, it can only be a too-long target (or garbage).
         let line = &buf[start..];
         if line.len() > limits.max_uri_bytes + 32 || buf.len() >= limits.max_header_bytes {
-            let looks_like_line = line.iter().position(|&b| b == b' ').is_some_and(|sp| {
-                sp > 0
-                    && line[..sp]
-                        .iter()
-                        .all(|b| b.is_ascii_alphabetic() || *b == b'-')
-            });
+            let looks_like_line = line
+                .iter()
+                .position(|&b| b == b' ')
+                .is_some_and(|sp| sp > 0 && line[..sp].iter().all(|b| b.is_ascii_alphabetic() || *b == b'-'));
             return Err(if looks_like_line {
                 reject(414, "request-target too long")
             } else {
@@ -397,14 +375,10 @@ fn version_error(buf: &[u8]) -> Reject {
     let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
     let line = buf[..line_end].trim_ascii_end();
     match line.rsplit(|&b| b == b' ').next() {
-        Some([b'H', b'T', b'T', b'P', b'/', maj, b'.', min])
-            if maj.is_ascii_digit() && min.is_ascii_digit() =>
-        {
+        Some([b'H', b'T', b'T', b'P', b'/', maj, b'.', min]) if maj.is_ascii_digit() && min.is_ascii_digit() => {
             reject(505, "unsupported HTTP version")
         }
-        Some([b'H', b'T', b'T', b'P', b'/', maj]) if maj.is_ascii_digit() => {
-            reject(505, "unsupported HTTP version")
-        }
+        Some([b'H', b'T', b'T', b'P', b'/', maj]) if maj.is_ascii_digit() => reject(505, "unsupported HTTP version"),
         _ => reject(400, "malformed request line"),
     }
 }
@@ -453,10 +427,7 @@ impl ChunkedSkipper {
                 },
                 ChunkState::SizeDigits(n) => {
                     if let Some(d) = hex(b) {
-                        let n = n
-                            .checked_mul(16)
-                            .and_then(|n| n.checked_add(u64::from(d)))
-                            .ok_or(bad)?;
+                        let n = n.checked_mul(16).and_then(|n| n.checked_add(u64::from(d))).ok_or(bad)?;
                         self.state = ChunkState::SizeDigits(n);
                     } else if b == b';' || b == b' ' || b == b'\t' || b == b'\r' {
                         self.state = ChunkState::Ext(n);
@@ -481,11 +452,7 @@ impl ChunkedSkipper {
                     i += take;
                     self.total = self.total.saturating_add(take as u64);
                     let left = left - take as u64;
-                    self.state = if left == 0 {
-                        ChunkState::DataCr
-                    } else {
-                        ChunkState::Data(left)
-                    };
+                    self.state = if left == 0 { ChunkState::DataCr } else { ChunkState::Data(left) };
                     continue;
                 }
                 ChunkState::DataCr => match b {
@@ -523,11 +490,7 @@ impl ChunkedSkipper {
 
     fn end_size_line(&mut self, n: u64) {
         self.line = 0;
-        self.state = if n == 0 {
-            ChunkState::TrailerStart
-        } else {
-            ChunkState::Data(n)
-        };
+        self.state = if n == 0 { ChunkState::TrailerStart } else { ChunkState::Data(n) };
     }
 
     /// The whole body, including the last chunk and trailers, has been consumed.
@@ -549,11 +512,7 @@ fn hex(b: u8) -> Option<u8> {
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
-        max_header_bytes: 4096,
-        max_uri_bytes: 1024,
-        max_headers: 20,
-    };
+    const LIMITS: Limits = Limits { max_header_bytes: 4096, max_uri_bytes: 1024, max_headers: 20 };
 
     fn p(s: &[u8]) -> Result<Option<Request<'static>>, Reject> {
         let buf: &'static mut [u8] = Box::leak(s.to_vec().into_boxed_slice());
@@ -570,9 +529,7 @@ mod tests {
 
     #[test]
     fn simple_get() {
-        let r = p(b"GET /a/b?x=1 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t\r\n\r\nrest")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET /a/b?x=1 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t\r\n\r\nrest").unwrap().unwrap();
         assert_eq!(r.method, Method::Get);
         assert_eq!(r.path, "/a/b");
         assert_eq!(r.query, Some("x=1"));
@@ -593,24 +550,9 @@ mod tests {
     #[test]
     fn keep_alive_rules() {
         assert!(!p(b"GET / HTTP/1.0\r\n\r\n").unwrap().unwrap().keep_alive);
-        assert!(
-            p(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
-                .unwrap()
-                .unwrap()
-                .keep_alive
-        );
-        assert!(
-            !p(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n")
-                .unwrap()
-                .unwrap()
-                .keep_alive
-        );
-        assert!(
-            !p(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: CLOSE\r\n\r\n")
-                .unwrap()
-                .unwrap()
-                .keep_alive
-        );
+        assert!(p(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").unwrap().unwrap().keep_alive);
+        assert!(!p(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n").unwrap().unwrap().keep_alive);
+        assert!(!p(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: CLOSE\r\n\r\n").unwrap().unwrap().keep_alive);
     }
 
     #[test]
@@ -631,10 +573,7 @@ mod tests {
     #[test]
     fn syntax_errors() {
         assert_eq!(status(b"GET / HTTP/1.1\r\nHost : x\r\n\r\n"), 400);
-        assert_eq!(
-            status(b"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n"),
-            400
-        );
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1.1\r\nHost: x\ry\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1.1\r\nHo(st: x\r\n\r\n"), 400);
         assert_eq!(status(b"GET / HTTP/1.1 x\r\nHost: x\r\n\r\n"), 400);
@@ -658,33 +597,21 @@ mod tests {
     fn methods() {
         assert_eq!(status(b"BREW / HTTP/1.1\r\nHost: x\r\n\r\n"), 501);
         assert_eq!(status(b"get / HTTP/1.1\r\nHost: x\r\n\r\n"), 501);
-        let r = p(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n").unwrap().unwrap();
         assert_eq!((r.method, r.path), (Method::Options, "*"));
-        let r = p(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.method, Method::Connect);
     }
 
     #[test]
     fn framing() {
-        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.framing, Framing::Length(5));
-        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.framing, Framing::Length(5));
-        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 7, 7\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 7, 7\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.framing, Framing::Length(7));
-        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.framing, Framing::Chunked);
         for bad in [
             &b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"[..],
@@ -705,27 +632,18 @@ mod tests {
 
     #[test]
     fn expectations() {
-        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n\r\n").unwrap().unwrap();
         assert!(r.expect_continue);
-        assert_eq!(
-            status(b"GET / HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\n\r\n"),
-            417
-        );
+        assert_eq!(status(b"GET / HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\n\r\n"), 417);
     }
 
     #[test]
     fn absolute_form() {
-        let r = p(b"GET http://Example.com:8080/x/y?q HTTP/1.1\r\nHost: other\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET http://Example.com:8080/x/y?q HTTP/1.1\r\nHost: other\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.path, "/x/y");
         assert_eq!(r.query, Some("q"));
         assert_eq!(r.host, Some(&b"Example.com:8080"[..]));
-        let r = p(b"GET HTTPS://h HTTP/1.1\r\nHost: h\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r = p(b"GET HTTPS://h HTTP/1.1\r\nHost: h\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.path, "/");
         assert_eq!(status(b"GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
         assert_eq!(status(b"GET http://u@h/x HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
@@ -747,6 +665,8 @@ mod tests {
         }
         many.extend_from_slice(b"\r\n");
         assert_eq!(status(&many), 431);
+        assert_eq!(status(b"\r\n\r\n\r\n\r\n"), 400);
+        assert_eq!(status(b"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
         let garbage = vec![b'\x01'; 5000];
         assert_eq!(status(&garbage), 400);
     }
@@ -770,9 +690,7 @@ mod tests {
         }
         assert_eq!(used, body.len() - 4);
         assert!(ChunkedSkipper::default().feed(b"zz\r\n").is_err());
-        assert!(ChunkedSkipper::default()
-            .feed(b"fffffffffffffffffff\r\n")
-            .is_err());
+        assert!(ChunkedSkipper::default().feed(b"fffffffffffffffffff\r\n").is_err());
         assert!(ChunkedSkipper::default().feed(b"1\r\nab").is_err());
     }
 }

@@ -81,8 +81,7 @@ mod tests {
     fn renders_head() {
         let mut buf = Vec::new();
         let mut h = Head::new(&mut buf, 404, "Sun, 06 Nov 1994 08:49:37 GMT", "ferrohttpd");
-        h.field("Content-Type", b"text/html")
-            .number("Content-Length", 12);
+        h.field("Content-Type", b"text/html").number("Content-Length", 12);
         h.finish(false, 1);
         assert_eq!(
             std::str::from_utf8(&buf).unwrap(),

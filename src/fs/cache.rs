@@ -1,0 +1,503 @@
+//! The file cache: what a request for a path needs, kept between requests.
+//!
+//! An entry is keyed by the normalized URL path and holds the outcome of resolving it: a
+//! file (metadata, Content-Type, validators, the constant part of the response head and the
+//! body source), a redirect, or a refusal (404/403, cached briefly so a flood of misses does
+//! not reach the disk every time). Files up to `max_file` bytes are memory-mapped and sent
+//! with the head in one `sendmsg`; larger files keep an open descriptor for `sendfile`.
+//!
+//! Entries are revalidated at most once per `revalidate` interval by resolving the path
+//! again (so the symlink and dotfile policies are re-applied) and comparing
+//! (dev, inode, size, mtime); any change rebuilds the entry, which is how a file replaced by
+//! `rename()` or deleted is picked up. The cache is bounded by entry count and by mapped
+//! bytes, evicting the least recently used. Entries are reference-counted: a connection still
+//! sending from an evicted or replaced entry keeps its mapping alive until it is done.
+//!
+//! Mapped bytes are never read by this process: they are only handed to the kernel as
+//! `sendmsg` buffers. See [`Body::Mapped`] for why that matters.
+
+use std::collections::HashMap;
+use std::fs::{File, Metadata};
+use std::os::unix::fs::MetadataExt;
+use std::rc::Rc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use memmap2::Mmap;
+
+use super::resolve::{self, DocRoot, ResolveError, ResolveOptions, Resolved};
+use crate::http::mime::MimeTypes;
+
+/// Where a cached file's bytes come from.
+pub enum Body {
+    /// Nothing to send (empty file).
+    Empty,
+    /// The whole file, mapped read-only and shared.
+    ///
+    /// SAFETY (the invariant that makes this sound): the server never dereferences these bytes
+    /// in user space; it only passes pointers into the mapping to `sendmsg`. If another
+    /// process truncates the file, touching a page past the new end from user space would
+    /// raise SIGBUS and kill the server; inside the kernel's copy the same fault becomes
+    /// `EFAULT` (or a short write), which the connection treats as "file changed": it closes
+    /// and the entry is dropped.
+    Mapped(Mmap),
+    /// A file too large to map: an open descriptor, sent with `sendfile` at explicit offsets
+    /// (so connections can share it).
+    Fd(File),
+}
+
+/// A file ready to be served.
+pub struct FileEntry {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: i64,
+    pub mtime_nsec: i64,
+    /// The URL path of the file served (the index file for a directory).
+    pub url_path: Box<str>,
+    pub content_type: Box<str>,
+    /// Strong validator: `"<inode>-<size>-<mtime ns>"` in hex.
+    pub etag: Box<str>,
+    /// mtime as seconds, unless it is 0 or 1 (reproducible-build stores).
+    pub last_modified_secs: Option<u64>,
+    pub last_modified: Option<Box<str>>,
+    pub body: Body,
+}
+
+impl FileEntry {
+    fn same_file(&self, m: &Metadata) -> bool {
+        self.dev == m.dev()
+            && self.ino == m.ino()
+            && self.size == m.len()
+            && self.mtime == m.mtime()
+            && self.mtime_nsec == m.mtime_nsec()
+    }
+}
+
+/// The cached outcome of resolving a path.
+#[derive(Clone)]
+pub enum Lookup {
+    File(Rc<FileEntry>),
+    /// A directory without its trailing slash.
+    Redirect,
+    /// A refusal with this status (403, 404).
+    Status(u16),
+}
+
+struct Slot {
+    key: Box<str>,
+    value: Lookup,
+    checked: Instant,
+    /// Bytes of mapping this entry accounts for.
+    mapped: u64,
+    prev: usize,
+    next: usize,
+}
+
+const NIL: usize = usize::MAX;
+
+/// Cache limits and timing.
+#[derive(Clone, Debug)]
+pub struct CacheConfig {
+    pub max_bytes: u64,
+    pub max_entries: usize,
+    pub max_file: u64,
+    pub revalidate: Duration,
+    pub negative: Duration,
+}
+
+/// Counters for the status page.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+}
+
+pub struct FileCache {
+    cfg: CacheConfig,
+    map: HashMap<Box<str>, usize>,
+    slots: slab::Slab<Slot>,
+    /// Most recently used end of the list.
+    head: usize,
+    tail: usize,
+    mapped: u64,
+    pub stats: CacheStats,
+}
+
+impl FileCache {
+    pub fn new(cfg: CacheConfig) -> FileCache {
+        FileCache {
+            cfg,
+            map: HashMap::new(),
+            slots: slab::Slab::new(),
+            head: NIL,
+            tail: NIL,
+            mapped: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Bytes of files currently mapped by cached entries.
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped
+    }
+
+    /// Looks `path` (normalized) up, resolving it when it is not cached or is due for
+    /// revalidation. Errors that are not worth caching (400, 500) come back as `Err`.
+    pub fn get(
+        &mut self,
+        root: &DocRoot,
+        path: &str,
+        opts: &ResolveOptions<'_>,
+        mime: &MimeTypes,
+        now: Instant,
+        now_secs: u64,
+    ) -> Result<Lookup, ResolveError> {
+        if let Some(&i) = self.map.get(path) {
+            let slot = &self.slots[i];
+            let ttl = match slot.value {
+                Lookup::File(_) => self.cfg.revalidate,
+                Lookup::Redirect | Lookup::Status(_) => self.cfg.negative,
+            };
+            if now.saturating_duration_since(slot.checked) < ttl {
+                self.stats.hits += 1;
+                let v = slot.value.clone();
+                self.touch(i);
+                return Ok(v);
+            }
+            // Due for revalidation: resolve again; keep the entry if the file is the same.
+            let fresh = resolve::resolve(root, path, opts);
+            if let (Ok(Resolved::File { meta, .. }), Lookup::File(e)) = (&fresh, &self.slots[i].value) {
+                if e.same_file(meta) && meta.is_file() {
+                    self.stats.hits += 1;
+                    let v = self.slots[i].value.clone();
+                    self.slots[i].checked = now;
+                    self.touch(i);
+                    return Ok(v);
+                }
+            }
+            self.remove(i);
+            self.stats.misses += 1;
+            return self.insert_resolved(path, fresh, mime, now, now_secs);
+        }
+        self.stats.misses += 1;
+        let fresh = resolve::resolve(root, path, opts);
+        self.insert_resolved(path, fresh, mime, now, now_secs)
+    }
+
+    fn insert_resolved(
+        &mut self,
+        path: &str,
+        fresh: Result<Resolved, ResolveError>,
+        mime: &MimeTypes,
+        now: Instant,
+        now_secs: u64,
+    ) -> Result<Lookup, ResolveError> {
+        let (value, mapped) = match fresh {
+            Ok(Resolved::File { file, meta, url_path }) => {
+                let entry = self.build(file, &meta, url_path, mime, now_secs).map_err(ResolveError::Io)?;
+                let mapped = if matches!(entry.body, Body::Mapped(_)) { entry.size } else { 0 };
+                (Lookup::File(Rc::new(entry)), mapped)
+            }
+            Ok(Resolved::Redirect) => (Lookup::Redirect, 0),
+            Err(e @ (ResolveError::NotFound | ResolveError::Forbidden)) => (Lookup::Status(e.status()), 0),
+            Err(e) => return Err(e),
+        };
+        if self.cfg.max_entries == 0 || mapped > self.cfg.max_bytes {
+            return Ok(value);
+        }
+        while self.slots.len() >= self.cfg.max_entries || self.mapped + mapped > self.cfg.max_bytes {
+            if self.tail == NIL {
+                break;
+            }
+            self.remove(self.tail);
+        }
+        let key: Box<str> = path.into();
+        let i = self.slots.insert(Slot {
+            key: key.clone(),
+            value: value.clone(),
+            checked: now,
+            mapped,
+            prev: NIL,
+            next: NIL,
+        });
+        self.mapped += mapped;
+        self.map.insert(key, i);
+        self.link_front(i);
+        Ok(value)
+    }
+
+    fn build(
+        &self,
+        file: File,
+        meta: &Metadata,
+        url_path: String,
+        mime: &MimeTypes,
+        now_secs: u64,
+    ) -> std::io::Result<FileEntry> {
+        let size = meta.len();
+        let body = if size == 0 {
+            Body::Empty
+        } else if size <= self.cfg.max_file {
+            // SAFETY: mapping a file is unsafe because the bytes can change or vanish under
+            // the mapping. This process never reads them; see `Body::Mapped`.
+            Body::Mapped(unsafe { Mmap::map(&file)? })
+        } else {
+            Body::Fd(file)
+        };
+        let mtime_secs = u64::try_from(meta.mtime()).ok().filter(|&s| s > 1);
+        let last_modified_secs = mtime_secs.map(|s| s.min(now_secs));
+        let last_modified =
+            last_modified_secs.map(|s| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(s)).into_boxed_str());
+        let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + meta.mtime_nsec() as i128;
+        let etag = format!("\"{:x}-{:x}-{:x}\"", meta.ino(), size, mtime_ns.max(0));
+        Ok(FileEntry {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size,
+            mtime: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+            content_type: mime.lookup(&url_path).into(),
+            url_path: url_path.into_boxed_str(),
+            etag: etag.into_boxed_str(),
+            last_modified_secs,
+            last_modified,
+            body,
+        })
+    }
+
+    /// Drops the entry that holds `entry` (its file changed under a transfer).
+    pub fn invalidate(&mut self, entry: &Rc<FileEntry>) {
+        let found = self
+            .slots
+            .iter()
+            .find(|(_, s)| matches!(&s.value, Lookup::File(e) if Rc::ptr_eq(e, entry)))
+            .map(|(i, _)| i);
+        if let Some(i) = found {
+            self.remove(i);
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        self.unlink(i);
+        let slot = self.slots.remove(i);
+        self.mapped -= slot.mapped;
+        self.map.remove(&slot.key);
+    }
+
+    fn touch(&mut self, i: usize) {
+        if self.head != i {
+            self.unlink(i);
+            self.link_front(i);
+        }
+    }
+
+    fn link_front(&mut self, i: usize) {
+        self.slots[i].prev = NIL;
+        self.slots[i].next = self.head;
+        if self.head != NIL {
+            self.slots[self.head].prev = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    fn unlink(&mut self, i: usize) {
+        let (prev, next) = (self.slots[i].prev, self.slots[i].next);
+        if prev != NIL {
+            self.slots[prev].next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.slots[next].prev = prev;
+        } else {
+            self.tail = prev;
+        }
+        self.slots[i].prev = NIL;
+        self.slots[i].next = NIL;
+    }
+
+    /// Resolves and caches every regular file under `dir` (a path below the root, normalized
+    /// form such as "/assets/"), up to the cache limits. Returns how many files were loaded.
+    pub fn preload(
+        &mut self,
+        root: &DocRoot,
+        dir: &str,
+        opts: &ResolveOptions<'_>,
+        mime: &MimeTypes,
+        now: Instant,
+        now_secs: u64,
+    ) -> usize {
+        let mut loaded = 0;
+        let mut stack = vec![dir.trim_end_matches('/').to_string()];
+        while let Some(d) = stack.pop() {
+            let fs_dir = root.path().join(d.trim_start_matches('/'));
+            let Ok(rd) = std::fs::read_dir(&fs_dir) else { continue };
+            for ent in rd.flatten() {
+                let Ok(name) = ent.file_name().into_string() else { continue };
+                let Ok(ft) = ent.file_type() else { continue };
+                let url = format!("{d}/{name}");
+                if ft.is_dir() {
+                    stack.push(url);
+                } else if ft.is_file() || ft.is_symlink() {
+                    if self.slots.len() >= self.cfg.max_entries {
+                        return loaded;
+                    }
+                    if let Ok(Lookup::File(_)) = self.get(root, &url, opts, mime, now, now_secs) {
+                        loaded += 1;
+                    }
+                }
+            }
+        }
+        loaded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
+    use std::collections::BTreeMap;
+
+    fn setup() -> (tempfile::TempDir, DocRoot, MimeTypes) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), b"hello").unwrap();
+        std::fs::write(dir.path().join("big.bin"), vec![7u8; 5000]).unwrap();
+        std::fs::write(dir.path().join("empty"), b"").unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let root = DocRoot::open(dir.path()).unwrap();
+        (dir, root, MimeTypes::new(&BTreeMap::new(), "utf-8"))
+    }
+
+    fn cfg() -> CacheConfig {
+        CacheConfig {
+            max_bytes: 1 << 20,
+            max_entries: 100,
+            max_file: 1000,
+            revalidate: Duration::from_secs(3600),
+            negative: Duration::from_secs(3600),
+        }
+    }
+
+    const INDEX: &[String] = &[];
+    fn opts() -> ResolveOptions<'static> {
+        ResolveOptions { symlinks: SymlinkPolicy::WithinRoot, dotfiles: DotfilePolicy::Deny, index: INDEX }
+    }
+
+    fn file(l: Result<Lookup, ResolveError>) -> Rc<FileEntry> {
+        match l {
+            Ok(Lookup::File(e)) => e,
+            _ => panic!("not a file"),
+        }
+    }
+
+    #[test]
+    fn hits_misses_and_kinds() {
+        let (_d, root, mime) = setup();
+        let mut c = FileCache::new(cfg());
+        let now = Instant::now();
+        let e = file(c.get(&root, "/a.txt", &opts(), &mime, now, 2_000_000_000));
+        assert!(matches!(e.body, Body::Mapped(_)));
+        assert_eq!(&*e.content_type, "text/plain; charset=utf-8");
+        let e2 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 2_000_000_000));
+        assert!(Rc::ptr_eq(&e, &e2));
+        assert_eq!((c.stats.hits, c.stats.misses), (1, 1));
+        assert!(matches!(file(c.get(&root, "/big.bin", &opts(), &mime, now, 0)).body, Body::Fd(_)));
+        assert!(matches!(file(c.get(&root, "/empty", &opts(), &mime, now, 0)).body, Body::Empty));
+        assert!(matches!(c.get(&root, "/d", &opts(), &mime, now, 0), Ok(Lookup::Redirect)));
+        assert!(matches!(c.get(&root, "/nope", &opts(), &mime, now, 0), Ok(Lookup::Status(404))));
+        assert_eq!(c.len(), 5);
+        assert_eq!(c.mapped_bytes(), 5);
+    }
+
+    #[test]
+    fn revalidation_sees_changes() {
+        let (d, root, mime) = setup();
+        let mut cf = cfg();
+        cf.revalidate = Duration::ZERO;
+        cf.negative = Duration::ZERO;
+        let mut c = FileCache::new(cf);
+        let now = Instant::now();
+        let e1 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 0));
+        let e2 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 0));
+        assert!(Rc::ptr_eq(&e1, &e2), "unchanged file keeps its entry");
+        // Replace by rename: new inode.
+        std::fs::write(d.path().join("tmp"), b"changed!").unwrap();
+        std::fs::rename(d.path().join("tmp"), d.path().join("a.txt")).unwrap();
+        let e3 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 0));
+        assert_eq!(e3.size, 8);
+        assert_ne!(e1.etag, e3.etag);
+        std::fs::remove_file(d.path().join("a.txt")).unwrap();
+        assert!(matches!(c.get(&root, "/a.txt", &opts(), &mime, now, 0), Ok(Lookup::Status(404))));
+        // The old entry is still usable by whoever holds it.
+        assert_eq!(e1.size, 5);
+    }
+
+    #[test]
+    fn negative_entries_expire() {
+        let (d, root, mime) = setup();
+        let mut cf = cfg();
+        cf.negative = Duration::from_millis(50);
+        let mut c = FileCache::new(cf);
+        let t0 = Instant::now();
+        assert!(matches!(c.get(&root, "/new", &opts(), &mime, t0, 0), Ok(Lookup::Status(404))));
+        std::fs::write(d.path().join("new"), b"x").unwrap();
+        assert!(matches!(c.get(&root, "/new", &opts(), &mime, t0, 0), Ok(Lookup::Status(404))), "cached miss");
+        let later = t0 + Duration::from_millis(60);
+        assert!(matches!(c.get(&root, "/new", &opts(), &mime, later, 0), Ok(Lookup::File(_))));
+    }
+
+    #[test]
+    fn lru_bounds() {
+        let (d, root, mime) = setup();
+        for i in 0..10 {
+            std::fs::write(d.path().join(format!("f{i}")), vec![b'x'; 100]).unwrap();
+        }
+        let mut cf = cfg();
+        cf.max_entries = 4;
+        cf.max_bytes = 250;
+        let mut c = FileCache::new(cf);
+        let now = Instant::now();
+        for i in 0..10 {
+            file(c.get(&root, &format!("/f{i}"), &opts(), &mime, now, 0));
+            assert!(c.len() <= 4);
+            assert!(c.mapped_bytes() <= 250);
+        }
+        // The most recent two fit in 250 bytes.
+        assert_eq!(c.mapped_bytes(), 200);
+        let before = c.stats.misses;
+        file(c.get(&root, "/f9", &opts(), &mime, now, 0));
+        assert_eq!(c.stats.misses, before, "most recent entry is a hit");
+        file(c.get(&root, "/f0", &opts(), &mime, now, 0));
+        assert_eq!(c.stats.misses, before + 1, "evicted entry is a miss");
+    }
+
+    #[test]
+    fn mtime_zero_has_no_last_modified() {
+        let (d, root, mime) = setup();
+        let f = File::options().write(true).open(d.path().join("a.txt")).unwrap();
+        f.set_modified(UNIX_EPOCH + Duration::from_secs(1)).unwrap();
+        let mut c = FileCache::new(cfg());
+        let e = file(c.get(&root, "/a.txt", &opts(), &mime, Instant::now(), 0));
+        assert!(e.last_modified.is_none());
+    }
+
+    #[test]
+    fn preload_loads_tree() {
+        let (d, root, mime) = setup();
+        std::fs::write(d.path().join("d/x.css"), b"a{}").unwrap();
+        let mut c = FileCache::new(cfg());
+        let n = c.preload(&root, "/", &opts(), &mime, Instant::now(), 0);
+        assert_eq!(n, 4, "a.txt big.bin empty d/x.css");
+    }
+}
