@@ -20,3 +20,4 @@ pub mod http;
 pub mod log;
 pub mod server;
 pub mod sys;
+pub mod workers;

@@ -122,9 +122,24 @@ pub fn open_resources(cfg: &Config) -> Result<(DocRoot, AccessLog, ErrorLog), St
     Ok((root, access, errors))
 }
 
-fn bind(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+/// Binds every `listen` address. With several workers each binds its own socket with
+/// `SO_REUSEPORT`, and the kernel spreads connections over them.
+pub fn bind_all(cfg: &Config) -> Result<Vec<TcpListener>, StartError> {
+    let reuse_port = cfg.workers > 1;
+    cfg.listen
+        .iter()
+        .map(|&addr| {
+            bind(addr, cfg.backlog, reuse_port).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
+        })
+        .collect()
+}
+
+fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpListener> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking().cloexec(), None)?;
     sock.set_reuse_address(true)?;
+    if reuse_port {
+        sock.set_reuse_port(true)?;
+    }
     if addr.is_ipv6() {
         // "[::]" and "0.0.0.0" can then both be listed, each for its own family.
         sock.set_only_v6(true)?;
@@ -135,15 +150,14 @@ fn bind(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
 }
 
 impl Server {
-    /// Binds every listen address, opens the root and the logs, and prepares the loop.
-    pub fn new(cfg: Config) -> Result<Server, StartError> {
+    /// Takes the bound listeners, opens the root and the logs, and prepares the loop.
+    pub fn new(cfg: Config, bound: Vec<TcpListener>) -> Result<Server, StartError> {
         sys::ignore_sigpipe();
         let nofile = sys::raise_nofile_limit().ok();
         let (root, access, errors) = open_resources(&cfg)?;
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
         let mut listeners = Vec::new();
-        for (i, &addr) in cfg.listen.iter().enumerate() {
-            let mut l = bind(addr, cfg.backlog).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
+        for (i, mut l) in bound.into_iter().enumerate() {
             poll.registry()
                 .register(&mut l, Token(i), Interest::READABLE)
                 .map_err(|e| StartError(format!("epoll: {e}")))?;

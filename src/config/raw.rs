@@ -29,7 +29,7 @@ struct Raw {
 struct RawServer {
     listen: S<Vec<String>>,
     root: S<String>,
-    workers: S<i64>,
+    workers: S<RawWorkers>,
     max_connections: S<i64>,
     backlog: S<i64>,
     sendfile: S<bool>,
@@ -71,6 +71,14 @@ struct RawLog {
     access: S<String>,
     format: S<LogFormat>,
     error: S<String>,
+}
+
+/// `workers = N` or `workers = "auto"` (one per online CPU).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawWorkers {
+    Count(i64),
+    Word(String),
 }
 
 /// A duration: whole seconds, or a string with a unit ("500ms", "10s", "2m", "1h").
@@ -239,14 +247,13 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             cfg.root = base.join(v.get_ref());
         }
         if let Some(v) = s.workers {
-            if *v.get_ref() != 1 {
-                return cx.err(
-                    "server.workers",
-                    v.span(),
-                    "only 1 is supported in this version (one event loop per process)",
-                );
-            }
-            cfg.workers = 1;
+            cfg.workers = match v.get_ref() {
+                RawWorkers::Count(n) if (1..=1024).contains(n) => *n as u32,
+                RawWorkers::Word(w) if w == "auto" => {
+                    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+                }
+                _ => return cx.err("server.workers", v.span(), "must be a number from 1 to 1024, or \"auto\""),
+            };
         }
         if let Some(v) = s.max_connections {
             cfg.max_connections = cx.int("server.max_connections", &v, 1, 10_000_000)?;
@@ -406,7 +413,9 @@ mod tests {
     fn out_of_range_names_key_and_line() {
         let e = load("\n[http]\nkeepalive_requests = 0\n").unwrap_err().0;
         assert!(e.contains("http.keepalive_requests") && e.contains("line 3"), "{e}");
-        let e = load("[server]\nworkers = 4\n").unwrap_err().0;
+        assert_eq!(load("[server]\nworkers = 4\n").unwrap().workers, 4);
+        assert!(load("[server]\nworkers = \"auto\"\n").unwrap().workers >= 1);
+        let e = load("[server]\nworkers = 0\n").unwrap_err().0;
         assert!(e.contains("server.workers") && e.contains("line 2"), "{e}");
         let e = load("[http]\nheader_timeout = \"10 parsecs\"\n").unwrap_err().0;
         assert!(e.contains("http.header_timeout"), "{e}");

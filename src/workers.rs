@@ -1,0 +1,132 @@
+//! `workers = N`: a parent process that runs N event-loop processes.
+//!
+//! Each worker is a complete single-loop server with its own listening sockets (bound with
+//! `SO_REUSEPORT`, so the kernel spreads connections over them), its own cache and its own
+//! log descriptors; workers share nothing but the page cache. The parent binds once to fail
+//! early with a clear message, then only supervises: it forwards TERM, INT, HUP and USR1 to
+//! the workers, restarts a worker that dies (after a pause if it died right after starting,
+//! so a crash loop cannot spin), and exits once every worker has exited after a shutdown.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::server::{self, Server, StartError};
+use crate::sys::SignalFd;
+
+/// A worker that lived shorter than this is restarted only after the same pause.
+const MIN_LIFETIME: Duration = Duration::from_secs(1);
+
+struct Slot {
+    pid: Option<libc::pid_t>,
+    started: Instant,
+    restart_at: Option<Instant>,
+}
+
+/// Runs the parent until every worker has exited after a TERM or INT. Returns the exit
+/// status for `main`.
+pub fn run(cfg: Config) -> Result<u8, StartError> {
+    // Fail fast on an address that cannot be bound, then let it go: a socket held here
+    // would get its share of connections and never accept them.
+    drop(server::bind_all(&cfg)?);
+    server::open_resources(&cfg)?;
+    let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGCHLD])
+        .map_err(|e| StartError(format!("signalfd: {e}")))?;
+
+    let mut slots: Vec<Slot> = (0..cfg.workers)
+        .map(|_| Slot { pid: None, started: Instant::now(), restart_at: Some(Instant::now()) })
+        .collect();
+    let mut stopping = false;
+    loop {
+        let now = Instant::now();
+        if !stopping {
+            for slot in slots.iter_mut().filter(|s| s.pid.is_none() && s.restart_at.is_some_and(|t| t <= now)) {
+                slot.pid = Some(spawn(&cfg)?);
+                slot.started = now;
+                slot.restart_at = None;
+            }
+        }
+        if stopping && slots.iter().all(|s| s.pid.is_none()) {
+            return Ok(0);
+        }
+        let next = slots.iter().filter_map(|s| s.restart_at).min();
+        let timeout_ms = next.map_or(1000, |t| t.saturating_duration_since(now).as_millis().clamp(1, 1000) as i32);
+        let mut pfd = libc::pollfd { fd: signals.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: `pfd` is a valid pollfd array of length 1 for the duration of the call.
+        unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        while let Some(sig) = signals.read() {
+            match sig {
+                libc::SIGCHLD => {}
+                libc::SIGTERM | libc::SIGINT => {
+                    stopping = true;
+                    forward(&slots, sig);
+                }
+                other => forward(&slots, other),
+            }
+        }
+        reap(&mut slots, stopping);
+    }
+}
+
+fn forward(slots: &[Slot], sig: libc::c_int) {
+    for pid in slots.iter().filter_map(|s| s.pid) {
+        // SAFETY: kill has no memory effects; `pid` is a child of this process.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Collects exited workers and schedules their restart.
+fn reap(slots: &mut [Slot], stopping: bool) {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer; WNOHANG makes the call non-blocking.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+        let Some(slot) = slots.iter_mut().find(|s| s.pid == Some(pid)) else { continue };
+        slot.pid = None;
+        if stopping {
+            continue;
+        }
+        let lived = slot.started.elapsed();
+        eprintln!("ferrohttpd: worker {pid} exited ({}); restarting it", describe(status));
+        slot.restart_at = Some(if lived < MIN_LIFETIME { Instant::now() + MIN_LIFETIME } else { Instant::now() });
+    }
+}
+
+fn describe(status: libc::c_int) -> String {
+    if libc::WIFSIGNALED(status) {
+        format!("killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        format!("status {}", libc::WEXITSTATUS(status))
+    }
+}
+
+/// Forks a worker that binds its own listeners and runs the event loop.
+fn spawn(cfg: &Config) -> Result<libc::pid_t, StartError> {
+    // SAFETY: the parent is single-threaded, so the child starts from a consistent state
+    // and may run arbitrary code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(StartError(format!("fork: {}", io::Error::last_os_error())));
+    }
+    if pid > 0 {
+        return Ok(pid);
+    }
+    let code = match server::bind_all(cfg).and_then(|l| Server::new(cfg.clone(), l)) {
+        Ok(server) => match server.run() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("ferrohttpd: worker event loop failed: {e}");
+                1
+            }
+        },
+        Err(e) => {
+            eprintln!("ferrohttpd: worker: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
