@@ -35,6 +35,7 @@ use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Reques
 use crate::http::response::{error_body, Head};
 use crate::log::{Pending, Record, RequestLine};
 use crate::server::Ctx;
+use crate::status;
 use crate::sys;
 
 /// Bytes one connection may write per wake-up before others get their turn.
@@ -58,6 +59,15 @@ enum Phase {
     Head,
     Send,
     Linger,
+}
+
+/// A connection's state as the status page reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnState {
+    Idle,
+    Reading,
+    Writing,
+    Closing,
 }
 
 /// What the server should do with a connection after [`Conn::drive`].
@@ -140,6 +150,9 @@ pub struct Conn {
     log: Pending,
     body_sent: u64,
     lingered: usize,
+    /// Status of the response being sent, and when sending started.
+    status: u16,
+    send_started: Instant,
 }
 
 impl Conn {
@@ -165,6 +178,8 @@ impl Conn {
             log: Pending::default(),
             body_sent: 0,
             lingered: 0,
+            status: 0,
+            send_started: cx.clock.now,
         }
     }
 
@@ -176,6 +191,31 @@ impl Conn {
     pub fn ready(&mut self, readable: bool, writable: bool) {
         self.readable |= readable;
         self.writable |= writable;
+    }
+
+    /// True when the connection is past a deadline, or is receiving a response so slowly
+    /// (below `min_send_rate` on average, once `send_timeout` has passed) that it is
+    /// holding resources hostage.
+    pub fn expired(&self, now: Instant, cx: &Ctx) -> bool {
+        if self.deadline <= now {
+            return true;
+        }
+        let rate = cx.cfg.min_send_rate;
+        if self.phase != Phase::Send || rate == 0 {
+            return false;
+        }
+        let age = now.saturating_duration_since(self.send_started);
+        age > cx.cfg.send_timeout && (self.body_sent as f64) < rate as f64 * age.as_secs_f64()
+    }
+
+    /// The connection's state, for the status page.
+    pub fn state(&self) -> ConnState {
+        match self.phase {
+            Phase::Idle => ConnState::Idle,
+            Phase::Head => ConnState::Reading,
+            Phase::Send => ConnState::Writing,
+            Phase::Linger => ConnState::Closing,
+        }
     }
 
     /// True while nothing of a request has arrived: safe to close on shutdown.
@@ -394,7 +434,9 @@ impl Conn {
         }
         self.close_after = !keep;
 
+        let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
         let status = match req.method {
+            Method::Get | Method::Head if is_status_page => self.status_page(cx, req),
             Method::Get | Method::Head => self.serve_file(cx, req),
             Method::Options => {
                 let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), &cx.cfg.server_header);
@@ -405,7 +447,29 @@ impl Conn {
             _ => self.error_response(cx, 405, req.minor, req.method == Method::Head),
         };
         self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
-        self.start_send(cx);
+        self.start_send(cx, status);
+    }
+
+    /// The status endpoint, for allowed client addresses only.
+    fn status_page(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+        let head_only = req.method == Method::Head;
+        if !cx.cfg.status_allow.iter().any(|n| n.contains(self.peer)) {
+            return self.error_response(cx, 403, req.minor, head_only);
+        }
+        let format = status::Format::from_query(req.query);
+        let mut buf = cx.take_body();
+        cx.render_status(format, &mut buf);
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
+        h.field("Content-Type", format.content_type().as_bytes());
+        h.number("Content-Length", buf.len() as u64);
+        h.field("Cache-Control", b"no-store");
+        h.finish(!self.close_after, req.minor);
+        if head_only {
+            cx.put_body(buf);
+        } else {
+            self.body = Body::Mem { buf, pos: 0 };
+        }
+        200
     }
 
     /// Serves GET/HEAD; returns the status queued.
@@ -511,7 +575,7 @@ impl Conn {
         self.discard = Discard::None;
         self.error_response(cx, rej.status, 1, false);
         self.begin_log(cx, rej.status, line, None, None);
-        self.start_send(cx);
+        self.start_send(cx, rej.status);
     }
 
     fn begin_log(&mut self, cx: &Ctx, status: u16, line: RequestLine<'_>, referer: Option<&[u8]>, ua: Option<&[u8]>) {
@@ -521,7 +585,9 @@ impl Conn {
         }
     }
 
-    fn start_send(&mut self, cx: &Ctx) {
+    fn start_send(&mut self, cx: &Ctx, status: u16) {
+        self.status = status;
+        self.send_started = cx.clock.now;
         self.head_pos = 0;
         self.body_sent = 0;
         self.phase = Phase::Send;
@@ -532,6 +598,7 @@ impl Conn {
         if cx.access.enabled() {
             cx.access.finish(&self.log, self.body_sent, cx.clock.now);
         }
+        cx.counters.response(self.status, self.body_sent);
         self.release_body(cx);
         self.served += 1;
         self.phase = Phase::Idle;

@@ -19,5 +19,6 @@ pub mod glob;
 pub mod http;
 pub mod log;
 pub mod server;
+pub mod status;
 pub mod sys;
 pub mod workers;

@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 
 use ferrohttpd::config::cli::{self, Command, USAGE};
+use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::rc::Rc;
 
 use ferrohttpd::config::Config;
 use ferrohttpd::server::{self, Server};
@@ -63,24 +65,64 @@ fn print_addrs(root: &std::path::Path, addrs: &[SocketAddr]) {
 }
 
 fn run(cfg: Config) -> ExitCode {
-    if cfg.workers > 1 {
-        if cfg.listen.iter().any(|a| a.port() == 0) {
+    let activated = match server::activated_listeners() {
+        Ok(a) => a,
+        Err(e) => return fail(e),
+    };
+    // SIGHUP re-reads the configuration exactly as it was given: same arguments.
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let reloader: server::Reloader = Rc::new(move || match cli::parse(args.clone()) {
+        Ok(Command::Run(cfg)) => Ok(*cfg),
+        Ok(_) => Err("the command line no longer describes a server".into()),
+        Err(e) => Err(e.message),
+    });
+    let pid_file = cfg.pid_file.clone();
+    let code = if cfg.workers > 1 {
+        if activated.is_none() && cfg.listen.iter().any(|a| a.port() == 0) {
             return fail("port 0 cannot be shared by several workers; give a port or set workers = 1");
         }
         let root = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
-        print_addrs(&root, &cfg.listen);
-        return match workers::run(cfg) {
+        let addrs: Vec<SocketAddr> = match &activated {
+            Some(l) => l.iter().filter_map(|l| l.local_addr().ok()).collect(),
+            None => cfg.listen.clone(),
+        };
+        print_addrs(&root, &addrs);
+        if let Err(e) = write_pid_file(pid_file.as_deref()) {
+            return fail(e);
+        }
+        match workers::run(cfg, activated, reloader) {
             Ok(code) => ExitCode::from(code),
             Err(e) => fail(e),
+        }
+    } else {
+        let listeners = match &activated {
+            Some(l) => server::from_std(l),
+            None => server::bind_all(&cfg),
         };
-    }
-    let server = match server::bind_all(&cfg).and_then(|l| Server::new(cfg, l)) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
+        let mut server = match listeners.and_then(|l| Server::new(cfg, l)) {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        server.set_reloader(reloader);
+        print_addrs(server.root(), &server.local_addrs());
+        if let Err(e) = write_pid_file(pid_file.as_deref()) {
+            return fail(e);
+        }
+        match server.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(format_args!("event loop failed: {e}")),
+        }
     };
-    print_addrs(server.root(), &server.local_addrs());
-    match server.run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(format_args!("event loop failed: {e}")),
+    if let Some(p) = pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    code
+}
+
+fn write_pid_file(path: Option<&std::path::Path>) -> Result<(), String> {
+    match path {
+        Some(p) => std::fs::write(p, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("cannot write pid file {}: {e}", p.display())),
+        None => Ok(()),
     }
 }

@@ -6,9 +6,10 @@
 //! registered once for both directions and never re-registered. Signals arrive through a
 //! signalfd in the same poll.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -19,13 +20,14 @@ use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
 use crate::config::Config;
-use crate::conn::{Conn, Drive};
+use crate::conn::{Conn, ConnState, Drive};
 use crate::fs::cache::{CacheConfig, FileCache};
 use crate::fs::resolve::{DocRoot, ResolveOptions};
 use crate::http::date::Clock;
 use crate::http::mime::MimeTypes;
 use crate::http::request::Limits;
 use crate::log::{AccessLog, ErrorLog};
+use crate::status::{self, ConnStates, Counters, Format, Snapshot};
 use crate::sys::{self, SignalFd};
 
 /// Connections use tokens from here up; listeners and the signalfd sit below.
@@ -50,6 +52,14 @@ pub struct Ctx {
     pub errors: ErrorLog,
     pub limits: Limits,
     pub cache: FileCache,
+    pub counters: Counters,
+    /// Connections by state, refreshed by the once-a-second sweep.
+    pub conn_states: ConnStates,
+    started: Instant,
+    /// When the configuration in force was loaded (log time format).
+    config_loaded: String,
+    /// Open connections per client address, kept only when a per-IP limit is set.
+    per_ip: HashMap<IpAddr, u32>,
     /// Scratch for the normalized request path.
     pub path: String,
     rbufs: Vec<Box<[u8]>>,
@@ -77,6 +87,25 @@ impl Ctx {
             b.clear();
             self.bodies.push(b);
         }
+    }
+
+    /// Renders the status page.
+    pub fn render_status(&self, format: Format, out: &mut Vec<u8>) {
+        let file = self.cfg.source.as_ref().map_or("(built-in defaults)".to_string(), |p| p.display().to_string());
+        let snap = Snapshot {
+            version: env!("CARGO_PKG_VERSION"),
+            pid: std::process::id(),
+            uptime_secs: self.clock.now.saturating_duration_since(self.started).as_secs(),
+            conns: self.conn_states,
+            counters: &self.counters,
+            cache_hits: self.cache.stats.hits,
+            cache_misses: self.cache.stats.misses,
+            cache_entries: self.cache.len() as u64,
+            cache_bytes: self.cache.mapped_bytes(),
+            config_file: &file,
+            config_loaded: &self.config_loaded,
+        };
+        status::render(&snap, format, out);
     }
 
     /// Writes a line to the error log.
@@ -110,6 +139,7 @@ pub struct Server {
     spare: Option<File>,
     shutdown_deadline: Option<Instant>,
     next_tick: Instant,
+    reloader: Option<Reloader>,
 }
 
 /// Opens the document root and logs named by the configuration (used by `--check-config`
@@ -122,6 +152,54 @@ pub fn open_resources(cfg: &Config) -> Result<(DocRoot, AccessLog, ErrorLog), St
     Ok((root, access, errors))
 }
 
+/// Listening sockets passed by systemd socket activation (`LISTEN_PID`/`LISTEN_FDS`,
+/// descriptors from 3 on), if any. The variables are removed so children don't see them.
+pub fn activated_listeners() -> Result<Option<Vec<StdListener>>, StartError> {
+    let pid_ok = std::env::var("LISTEN_PID").ok().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
+    let count = std::env::var("LISTEN_FDS").ok().and_then(|n| n.parse::<i32>().ok());
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+    let (true, Some(n)) = (pid_ok, count) else { return Ok(None) };
+    let mut out = Vec::new();
+    for fd in 3..3 + n.max(0) {
+        let mut accepting: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `accepting` and `len` are valid out-pointers of the sizes given.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ACCEPTCONN,
+                (&mut accepting as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 || accepting == 0 {
+            return Err(StartError(format!("socket activation: descriptor {fd} is not a listening socket")));
+        }
+        // SAFETY: systemd passed this descriptor to us (LISTEN_PID matched) and nothing else
+        // in the process owns it; it is a listening socket, checked above.
+        let l = unsafe { <StdListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        l.set_nonblocking(true).map_err(|e| StartError(format!("socket activation: {e}")))?;
+        // SAFETY: fcntl on a descriptor we own; FD_CLOEXEC has no memory effects.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        out.push(l);
+    }
+    Ok(Some(out))
+}
+
+/// Wraps std listeners (from socket activation) for the event loop.
+pub fn from_std(listeners: &[StdListener]) -> Result<Vec<TcpListener>, StartError> {
+    listeners
+        .iter()
+        .map(|l| l.try_clone().map(TcpListener::from_std).map_err(|e| StartError(format!("listener: {e}"))))
+        .collect()
+}
+
+/// Re-reads the configuration (for SIGHUP): the same command line, parsed again.
+pub type Reloader = std::rc::Rc<dyn Fn() -> Result<Config, String>>;
+
 /// Binds every `listen` address. With several workers each binds its own socket with
 /// `SO_REUSEPORT`, and the kernel spreads connections over them.
 pub fn bind_all(cfg: &Config) -> Result<Vec<TcpListener>, StartError> {
@@ -132,6 +210,16 @@ pub fn bind_all(cfg: &Config) -> Result<Vec<TcpListener>, StartError> {
             bind(addr, cfg.backlog, reuse_port).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
         })
         .collect()
+}
+
+fn cache_config(cfg: &Config) -> CacheConfig {
+    CacheConfig {
+        max_bytes: cfg.cache_max_bytes,
+        max_entries: cfg.cache_max_entries,
+        max_file: cfg.cache_max_file,
+        revalidate: cfg.cache_revalidate,
+        negative: cfg.cache_negative,
+    }
 }
 
 fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpListener> {
@@ -177,13 +265,7 @@ impl Server {
         let mime = MimeTypes::new(&cfg.mime, &cfg.charset);
         let clock = Clock::new();
         let next_tick = clock.now + TICK;
-        let cache = FileCache::new(CacheConfig {
-            max_bytes: cfg.cache_max_bytes,
-            max_entries: cfg.cache_max_entries,
-            max_file: cfg.cache_max_file,
-            revalidate: cfg.cache_revalidate,
-            negative: cfg.cache_negative,
-        });
+        let cache = FileCache::new(cache_config(&cfg));
         let mut cx = Ctx {
             cfg,
             root,
@@ -193,10 +275,16 @@ impl Server {
             errors,
             limits,
             cache,
+            counters: Counters::default(),
+            conn_states: ConnStates::default(),
+            started: Instant::now(),
+            config_loaded: String::new(),
+            per_ip: HashMap::new(),
             path: String::new(),
             rbufs: Vec::new(),
             bodies: Vec::new(),
         };
+        cx.config_loaded = cx.clock.log_date().to_string();
         for dir in cx.cfg.cache_preload.clone() {
             let opts = ResolveOptions { symlinks: cx.cfg.symlinks, dotfiles: cx.cfg.dotfiles, index: &cx.cfg.index };
             let n = cx.cache.preload(&cx.root, &dir, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs());
@@ -227,7 +315,13 @@ impl Server {
             spare: File::open("/dev/null").ok(),
             shutdown_deadline: None,
             next_tick,
+            reloader: None,
         })
+    }
+
+    /// Lets SIGHUP reload the configuration through `f`.
+    pub fn set_reloader(&mut self, f: Reloader) {
+        self.reloader = Some(f);
     }
 
     /// The bound addresses (with the real port when 0 was asked for).
@@ -323,21 +417,25 @@ impl Server {
             };
             match listener.accept() {
                 Ok((sock, addr)) => {
-                    if self.conns.len() >= self.cx.cfg.max_connections {
+                    let ip = addr.ip().to_canonical();
+                    if self.conns.len() >= self.cx.cfg.max_connections || !self.admit_ip(ip) {
                         // Full: close at once so the queue drains and the client knows.
+                        self.cx.counters.refused += 1;
                         drop(sock);
                         continue;
                     }
+                    self.cx.counters.accepted += 1;
                     let _ = sock.set_nodelay(true);
                     let entry = self.conns.vacant_entry();
                     let key = entry.key();
-                    let mut conn = Conn::new(sock, addr.ip().to_canonical(), &self.cx);
+                    let mut conn = Conn::new(sock, ip, &self.cx);
                     if let Err(e) = self.poll.registry().register(
                         conn.socket(),
                         Token(CONN_BASE + key),
                         Interest::READABLE | Interest::WRITABLE,
                     ) {
                         self.cx.error(format_args!("epoll register: {e}"));
+                        self.release_ip(ip);
                         continue;
                     }
                     entry.insert(conn);
@@ -356,6 +454,32 @@ impl Server {
                         return;
                     }
                 },
+            }
+        }
+    }
+
+    /// Counts a new connection from `ip` against `max_connections_per_ip`.
+    fn admit_ip(&mut self, ip: IpAddr) -> bool {
+        let limit = self.cx.cfg.max_connections_per_ip;
+        if limit == 0 {
+            return true;
+        }
+        let n = self.cx.per_ip.entry(ip).or_insert(0);
+        if *n >= limit {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn release_ip(&mut self, ip: IpAddr) {
+        if self.cx.cfg.max_connections_per_ip == 0 {
+            return;
+        }
+        if let Some(n) = self.cx.per_ip.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.cx.per_ip.remove(&ip);
             }
         }
     }
@@ -405,13 +529,25 @@ impl Server {
         if self.conns.contains(key) {
             let mut conn = self.conns.remove(key);
             conn.release(&mut self.cx);
+            self.release_ip(conn.peer);
             // Dropping the stream closes it, which also removes it from the epoll set.
         }
     }
 
-    /// Closes every connection whose deadline has passed.
+    /// Closes every connection whose deadline has passed, and counts connection states.
     fn sweep(&mut self, now: Instant) {
-        let expired: Vec<usize> = self.conns.iter().filter(|(_, c)| c.deadline <= now).map(|(k, _)| k).collect();
+        let mut states = ConnStates::default();
+        for (_, c) in self.conns.iter() {
+            match c.state() {
+                ConnState::Idle => states.idle += 1,
+                ConnState::Reading => states.reading += 1,
+                ConnState::Writing => states.writing += 1,
+                ConnState::Closing => states.closing += 1,
+            }
+        }
+        self.cx.conn_states = states;
+        let cx = &self.cx;
+        let expired: Vec<usize> = self.conns.iter().filter(|(_, c)| c.expired(now, cx)).map(|(k, _)| k).collect();
         for key in expired {
             self.close(key);
         }
@@ -428,17 +564,65 @@ impl Server {
                         self.begin_shutdown();
                     }
                 }
-                libc::SIGHUP | libc::SIGUSR1 => {
-                    if let Err(e) = self.cx.access.reopen() {
-                        self.cx.error(format_args!("reopening the access log: {e}"));
-                    }
-                    if let Err(e) = self.cx.errors.reopen() {
-                        eprintln!("ferrohttpd: reopening the error log: {e}");
-                    }
+                libc::SIGHUP => {
+                    self.reopen_logs();
+                    self.reload();
                 }
+                libc::SIGUSR1 => self.reopen_logs(),
                 _ => {}
             }
         }
+    }
+
+    fn reopen_logs(&mut self) {
+        if let Err(e) = self.cx.access.reopen() {
+            self.cx.error(format_args!("reopening the access log: {e}"));
+        }
+        if let Err(e) = self.cx.errors.reopen() {
+            eprintln!("ferrohttpd: reopening the error log: {e}");
+        }
+    }
+
+    /// Re-reads the configuration; a configuration that fails to load or to apply is
+    /// reported and the running one stays in force.
+    fn reload(&mut self) {
+        let Some(f) = self.reloader.clone() else { return };
+        let result = f().and_then(|new| self.apply(new));
+        match result {
+            Ok(()) => self.cx.error(format_args!("configuration reloaded")),
+            Err(e) => self.cx.error(format_args!("configuration reload failed, still serving the previous one: {e}")),
+        }
+    }
+
+    fn apply(&mut self, mut new: Config) -> Result<(), String> {
+        if new.listen != self.cx.cfg.listen {
+            self.cx.error(format_args!("listen addresses cannot change without a restart; keeping the current ones"));
+            new.listen = self.cx.cfg.listen.clone();
+        }
+        if new.workers != self.cx.cfg.workers {
+            self.cx.error(format_args!("the number of workers cannot change without a restart"));
+            new.workers = self.cx.cfg.workers;
+        }
+        let (root, access, errors) = open_resources(&new).map_err(|e| e.0)?;
+        self.cx.access.flush();
+        self.cx.root = root;
+        self.cx.access = access;
+        self.cx.errors = errors;
+        self.cx.mime = MimeTypes::new(&new.mime, &new.charset);
+        self.cx.limits = Limits {
+            max_header_bytes: new.max_header_bytes,
+            max_uri_bytes: new.max_uri_bytes,
+            max_headers: new.max_headers,
+        };
+        self.cx.cache = FileCache::new(cache_config(&new));
+        self.cx.rbufs.clear();
+        if new.max_connections_per_ip != self.cx.cfg.max_connections_per_ip {
+            // Counting starts afresh; connections open now were not counted.
+            self.cx.per_ip.clear();
+        }
+        self.cx.cfg = new;
+        self.cx.config_loaded = self.cx.clock.log_date().to_string();
+        Ok(())
     }
 
     /// Stops accepting, closes idle connections, and lets responses in flight finish

@@ -12,7 +12,9 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::server::{self, Server, StartError};
+use std::net::TcpListener as StdListener;
+
+use crate::server::{self, Reloader, Server, StartError};
 use crate::sys::SignalFd;
 
 /// A worker that lived shorter than this is restarted only after the same pause.
@@ -26,10 +28,13 @@ struct Slot {
 
 /// Runs the parent until every worker has exited after a TERM or INT. Returns the exit
 /// status for `main`.
-pub fn run(cfg: Config) -> Result<u8, StartError> {
+pub fn run(cfg: Config, activated: Option<Vec<StdListener>>, reloader: Reloader) -> Result<u8, StartError> {
     // Fail fast on an address that cannot be bound, then let it go: a socket held here
-    // would get its share of connections and never accept them.
-    drop(server::bind_all(&cfg)?);
+    // would get its share of connections and never accept them. (Sockets from systemd are
+    // shared by all workers instead.)
+    if activated.is_none() {
+        drop(server::bind_all(&cfg)?);
+    }
     server::open_resources(&cfg)?;
     let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGCHLD])
         .map_err(|e| StartError(format!("signalfd: {e}")))?;
@@ -42,7 +47,7 @@ pub fn run(cfg: Config) -> Result<u8, StartError> {
         let now = Instant::now();
         if !stopping {
             for slot in slots.iter_mut().filter(|s| s.pid.is_none() && s.restart_at.is_some_and(|t| t <= now)) {
-                slot.pid = Some(spawn(&cfg)?);
+                slot.pid = Some(spawn(&cfg, activated.as_deref(), &reloader)?);
                 slot.started = now;
                 slot.restart_at = None;
             }
@@ -105,7 +110,7 @@ fn describe(status: libc::c_int) -> String {
 }
 
 /// Forks a worker that binds its own listeners and runs the event loop.
-fn spawn(cfg: &Config) -> Result<libc::pid_t, StartError> {
+fn spawn(cfg: &Config, activated: Option<&[StdListener]>, reloader: &Reloader) -> Result<libc::pid_t, StartError> {
     // SAFETY: the parent is single-threaded, so the child starts from a consistent state
     // and may run arbitrary code.
     let pid = unsafe { libc::fork() };
@@ -115,14 +120,21 @@ fn spawn(cfg: &Config) -> Result<libc::pid_t, StartError> {
     if pid > 0 {
         return Ok(pid);
     }
-    let code = match server::bind_all(cfg).and_then(|l| Server::new(cfg.clone(), l)) {
-        Ok(server) => match server.run() {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("ferrohttpd: worker event loop failed: {e}");
-                1
+    let listeners = match activated {
+        Some(l) => server::from_std(l),
+        None => server::bind_all(cfg),
+    };
+    let code = match listeners.and_then(|l| Server::new(cfg.clone(), l)) {
+        Ok(mut server) => {
+            server.set_reloader(reloader.clone());
+            match server.run() {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("ferrohttpd: worker event loop failed: {e}");
+                    1
+                }
             }
-        },
+        }
         Err(e) => {
             eprintln!("ferrohttpd: worker: {e}");
             1

@@ -49,7 +49,10 @@ pub struct Config {
     pub root: PathBuf,
     pub workers: u32,
     pub max_connections: usize,
+    /// Connections one client address may hold open at once (0: no limit).
+    pub max_connections_per_ip: u32,
     pub backlog: u32,
+    pub pid_file: Option<PathBuf>,
     pub sendfile: bool,
     pub shutdown_timeout: Duration,
 
@@ -57,6 +60,9 @@ pub struct Config {
     pub keepalive_timeout: Duration,
     pub header_timeout: Duration,
     pub send_timeout: Duration,
+    /// A response older than `send_timeout` whose average rate is below this (bytes/s) is
+    /// abandoned; 0 turns the check off.
+    pub min_send_rate: u64,
     pub max_header_bytes: usize,
     pub max_uri_bytes: usize,
     pub max_headers: usize,
@@ -81,6 +87,10 @@ pub struct Config {
     pub cache_negative: Duration,
     /// URL paths of directories whose files are loaded at start ("/", "/assets/").
     pub cache_preload: Vec<String>,
+
+    /// The status endpoint's URL path, when enabled.
+    pub status_path: Option<String>,
+    pub status_allow: Vec<crate::status::Net>,
 }
 
 impl Default for Config {
@@ -91,13 +101,16 @@ impl Default for Config {
             root: PathBuf::from("www"),
             workers: 1,
             max_connections: 10_000,
+            max_connections_per_ip: 0,
             backlog: 1024,
+            pid_file: None,
             sendfile: true,
             shutdown_timeout: Duration::from_secs(10),
             keepalive_requests: 1000,
             keepalive_timeout: Duration::from_secs(15),
             header_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(30),
+            min_send_rate: 512,
             max_header_bytes: 16 * 1024,
             max_uri_bytes: 8 * 1024,
             max_headers: 100,
@@ -117,6 +130,11 @@ impl Default for Config {
             cache_revalidate: Duration::from_secs(1),
             cache_negative: Duration::from_secs(1),
             cache_preload: Vec::new(),
+            status_path: None,
+            status_allow: vec![
+                crate::status::Net::parse("127.0.0.0/8").unwrap_or_else(|| unreachable!()),
+                crate::status::Net::parse("::1").unwrap_or_else(|| unreachable!()),
+            ],
         }
     }
 }

@@ -21,6 +21,7 @@ struct Raw {
     http: Option<RawHttp>,
     log: Option<RawLog>,
     cache: Option<RawCache>,
+    status: Option<RawStatus>,
     mime: Option<BTreeMap<String, Spanned<String>>>,
 }
 
@@ -31,7 +32,9 @@ struct RawServer {
     root: S<String>,
     workers: S<RawWorkers>,
     max_connections: S<i64>,
+    max_connections_per_ip: S<i64>,
     backlog: S<i64>,
+    pid_file: S<String>,
     sendfile: S<bool>,
     shutdown_timeout: S<RawDuration>,
 }
@@ -43,6 +46,7 @@ struct RawHttp {
     keepalive_timeout: S<RawDuration>,
     header_timeout: S<RawDuration>,
     send_timeout: S<RawDuration>,
+    min_send_rate: S<i64>,
     max_header_bytes: S<i64>,
     max_uri_bytes: S<i64>,
     max_headers: S<i64>,
@@ -63,6 +67,14 @@ struct RawCache {
     revalidate: S<RawDuration>,
     negative: S<RawDuration>,
     preload: S<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStatus {
+    enabled: S<bool>,
+    path: S<String>,
+    allow: S<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -258,6 +270,12 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = s.max_connections {
             cfg.max_connections = cx.int("server.max_connections", &v, 1, 10_000_000)?;
         }
+        if let Some(v) = s.max_connections_per_ip {
+            cfg.max_connections_per_ip = cx.int("server.max_connections_per_ip", &v, 0, 10_000_000)?;
+        }
+        if let Some(v) = s.pid_file {
+            cfg.pid_file = if v.get_ref().is_empty() { None } else { Some(base.join(v.get_ref())) };
+        }
         if let Some(v) = s.backlog {
             cfg.backlog = cx.int("server.backlog", &v, 1, 65_535)?;
         }
@@ -281,6 +299,9 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
         if let Some(v) = h.send_timeout {
             cfg.send_timeout = cx.duration("http.send_timeout", &v, 86_400)?;
+        }
+        if let Some(v) = h.min_send_rate {
+            cfg.min_send_rate = cx.int("http.min_send_rate", &v, 0, i64::MAX)?;
         }
         if let Some(v) = h.max_header_bytes {
             cfg.max_header_bytes = cx.int("http.max_header_bytes", &v, 1024, 1024 * 1024)?;
@@ -365,6 +386,30 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             }
             cfg.cache_preload = dirs;
         }
+    }
+
+    if let Some(st) = raw.status {
+        let mut path = cfg.status_path.clone().unwrap_or_else(|| "/.status".to_string());
+        if let Some(v) = st.path {
+            if !v.get_ref().starts_with('/') || !v.get_ref().bytes().all(|b| b.is_ascii_graphic() && b != b'?') {
+                return cx.err("status.path", v.span(), "must be a URL path such as \"/.status\"");
+            }
+            path = v.into_inner();
+        }
+        if let Some(v) = st.allow {
+            let mut nets = Vec::new();
+            for a in v.get_ref() {
+                match crate::status::Net::parse(a) {
+                    Some(n) => nets.push(n),
+                    None => {
+                        return cx.err("status.allow", v.span(), format_args!("\"{a}\" is not an address or network"))
+                    }
+                }
+            }
+            cfg.status_allow = nets;
+        }
+        let enabled = st.enabled.is_some_and(|v| v.into_inner());
+        cfg.status_path = enabled.then_some(path);
     }
 
     if let Some(m) = raw.mime {

@@ -1,0 +1,274 @@
+//! Live counters and the optional status endpoint (`[status]`), in plain text, JSON
+//! (`?json`) and the Prometheus text format (`?prometheus`).
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+/// Counters kept by the event loop. Plain integers: the loop is single-threaded.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    pub accepted: u64,
+    /// Connections closed at accept because of `max_connections` or the per-IP limit.
+    pub refused: u64,
+    pub requests: u64,
+    /// Body bytes sent.
+    pub bytes: u64,
+    /// Responses by status class: index 1 = 1xx … 5 = 5xx.
+    pub classes: [u64; 6],
+}
+
+impl Counters {
+    pub fn response(&mut self, status: u16, body_bytes: u64) {
+        self.requests += 1;
+        self.bytes += body_bytes;
+        if let Some(c) = self.classes.get_mut(usize::from(status / 100)) {
+            *c += 1;
+        }
+    }
+}
+
+/// Connections by state at the moment of the snapshot.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConnStates {
+    pub idle: u64,
+    pub reading: u64,
+    pub writing: u64,
+    pub closing: u64,
+}
+
+/// Everything the status page shows.
+pub struct Snapshot<'a> {
+    pub version: &'a str,
+    pub pid: u32,
+    pub uptime_secs: u64,
+    pub conns: ConnStates,
+    pub counters: &'a Counters,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_entries: u64,
+    pub cache_bytes: u64,
+    pub config_file: &'a str,
+    pub config_loaded: &'a str,
+}
+
+/// The output format asked for by the query string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Prometheus,
+}
+
+impl Format {
+    pub fn from_query(q: Option<&str>) -> Format {
+        match q {
+            Some(q) if q.split('&').any(|p| p == "json" || p == "format=json") => Format::Json,
+            Some(q) if q.split('&').any(|p| p == "prometheus" || p == "format=prometheus") => Format::Prometheus,
+            _ => Format::Text,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => "text/plain; charset=utf-8",
+            Format::Json => "application/json",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// An allowed client network: an address and a prefix length.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Net {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Net {
+    /// Parses "127.0.0.0/8", "::1", "10.1.2.3".
+    pub fn parse(s: &str) -> Option<Net> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a.trim().parse().ok()?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.trim().parse::<u8>().ok().filter(|&p| p <= max)?,
+            None => max,
+        };
+        Some(Net { addr, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), self.prefix),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), self.prefix),
+            _ => false,
+        }
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
+    let full = usize::from(bits / 8);
+    let rest = bits % 8;
+    if a[..full] != b[..full] {
+        return false;
+    }
+    rest == 0 || {
+        let mask = 0xffu8 << (8 - rest);
+        a[full] & mask == b[full] & mask
+    }
+}
+
+/// Renders the snapshot.
+pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
+    let mut t = String::new();
+    let c = s.counters;
+    let classes = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+    match format {
+        Format::Text => {
+            let _ = writeln!(t, "ferrohttpd {} (pid {})", s.version, s.pid);
+            let _ = writeln!(t, "uptime_seconds: {}", s.uptime_secs);
+            let _ = writeln!(
+                t,
+                "connections: idle {} reading {} writing {} closing {}",
+                s.conns.idle, s.conns.reading, s.conns.writing, s.conns.closing
+            );
+            let _ = writeln!(t, "connections_accepted: {}", c.accepted);
+            let _ = writeln!(t, "connections_refused: {}", c.refused);
+            let _ = writeln!(t, "requests: {}", c.requests);
+            let _ = writeln!(t, "bytes_sent: {}", c.bytes);
+            for (i, name) in classes.iter().enumerate() {
+                let _ = writeln!(t, "responses_{name}: {}", c.classes[i + 1]);
+            }
+            let _ = writeln!(
+                t,
+                "cache: hits {} misses {} entries {} bytes {}",
+                s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes
+            );
+            let _ = writeln!(t, "config: {} (loaded {})", s.config_file, s.config_loaded);
+        }
+        Format::Json => {
+            let _ = write!(
+                t,
+                "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\
+                 \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{}}},\
+                 \"requests\":{},\"bytes_sent\":{},\"responses\":{{",
+                s.version,
+                s.pid,
+                s.uptime_secs,
+                s.conns.idle,
+                s.conns.reading,
+                s.conns.writing,
+                s.conns.closing,
+                c.accepted,
+                c.refused,
+                c.requests,
+                c.bytes
+            );
+            for (i, name) in classes.iter().enumerate() {
+                let _ = write!(t, "{}\"{name}\":{}", if i > 0 { "," } else { "" }, c.classes[i + 1]);
+            }
+            let _ = write!(
+                t,
+                "}},\"cache\":{{\"hits\":{},\"misses\":{},\"entries\":{},\"bytes\":{}}},\"config\":{{\"file\":\"",
+                s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes
+            );
+            let mut esc = Vec::new();
+            crate::log::escape_json(&mut esc, s.config_file.as_bytes());
+            t.push_str(&String::from_utf8_lossy(&esc));
+            let _ = writeln!(t, "\",\"loaded\":\"{}\"}}}}", s.config_loaded);
+        }
+        Format::Prometheus => {
+            let mut metric = |name: &str, kind: &str, help: &str, rows: &[(&str, u64)]| {
+                let _ = writeln!(t, "# HELP ferrohttpd_{name} {help}");
+                let _ = writeln!(t, "# TYPE ferrohttpd_{name} {kind}");
+                for (labels, v) in rows {
+                    let _ = writeln!(t, "ferrohttpd_{name}{labels} {v}");
+                }
+            };
+            metric("uptime_seconds", "gauge", "Seconds since start.", &[("", s.uptime_secs)]);
+            metric(
+                "connections",
+                "gauge",
+                "Open connections by state.",
+                &[
+                    ("{state=\"idle\"}", s.conns.idle),
+                    ("{state=\"reading\"}", s.conns.reading),
+                    ("{state=\"writing\"}", s.conns.writing),
+                    ("{state=\"closing\"}", s.conns.closing),
+                ],
+            );
+            metric("connections_accepted_total", "counter", "Connections accepted.", &[("", c.accepted)]);
+            metric("connections_refused_total", "counter", "Connections refused at a limit.", &[("", c.refused)]);
+            metric("requests_total", "counter", "Requests answered.", &[("", c.requests)]);
+            metric("sent_bytes_total", "counter", "Body bytes sent.", &[("", c.bytes)]);
+            let rows: Vec<(String, u64)> =
+                classes.iter().enumerate().map(|(i, n)| (format!("{{class=\"{n}\"}}"), c.classes[i + 1])).collect();
+            let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+            metric("responses_total", "counter", "Responses by status class.", &rows);
+            metric("cache_hits_total", "counter", "File cache hits.", &[("", s.cache_hits)]);
+            metric("cache_misses_total", "counter", "File cache misses.", &[("", s.cache_misses)]);
+            metric("cache_entries", "gauge", "File cache entries.", &[("", s.cache_entries)]);
+            metric("cache_mapped_bytes", "gauge", "Bytes mapped by the file cache.", &[("", s.cache_bytes)]);
+        }
+    }
+    out.extend_from_slice(t.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nets() {
+        let n = Net::parse("127.0.0.0/8").unwrap();
+        assert!(n.contains("127.1.2.3".parse().unwrap()));
+        assert!(n.contains("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!n.contains("128.0.0.1".parse().unwrap()));
+        let n = Net::parse("::1").unwrap();
+        assert!(n.contains("::1".parse().unwrap()));
+        assert!(!n.contains("::2".parse().unwrap()));
+        assert!(Net::parse("10.0.0.0/33").is_none());
+        assert!(Net::parse("nope").is_none());
+        assert!(Net::parse("10.0.0.0/12").unwrap().contains("10.15.255.255".parse().unwrap()));
+        assert!(!Net::parse("10.0.0.0/12").unwrap().contains("10.16.0.0".parse().unwrap()));
+    }
+
+    #[test]
+    fn formats() {
+        let mut c = Counters::default();
+        c.response(200, 10);
+        c.response(404, 5);
+        let s = Snapshot {
+            version: "0",
+            pid: 1,
+            uptime_secs: 3,
+            conns: ConnStates::default(),
+            counters: &c,
+            cache_hits: 1,
+            cache_misses: 2,
+            cache_entries: 3,
+            cache_bytes: 4,
+            config_file: "a\"b",
+            config_loaded: "now",
+        };
+        let mut out = Vec::new();
+        render(&s, Format::Json, &mut out);
+        let j = String::from_utf8(out).unwrap();
+        assert!(j.contains("\"requests\":2") && j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
+        assert!(j.contains("a\\\"b"));
+        let mut out = Vec::new();
+        render(&s, Format::Prometheus, &mut out);
+        let p = String::from_utf8(out).unwrap();
+        assert!(p.contains("ferrohttpd_responses_total{class=\"4xx\"} 1"), "{p}");
+        let mut out = Vec::new();
+        render(&s, Format::Text, &mut out);
+        assert!(String::from_utf8(out).unwrap().contains("bytes_sent: 15"));
+        assert_eq!(Format::from_query(Some("json")), Format::Json);
+        assert_eq!(Format::from_query(Some("a=1&format=prometheus")), Format::Prometheus);
+        assert_eq!(Format::from_query(None), Format::Text);
+    }
+}
