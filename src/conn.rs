@@ -580,7 +580,16 @@ impl Conn {
 
     fn begin_log(&mut self, cx: &Ctx, status: u16, line: RequestLine<'_>, referer: Option<&[u8]>, ua: Option<&[u8]>) {
         if cx.access.enabled() {
-            let rec = Record { client: self.peer, time: cx.clock.log_date(), line, status, referer, user_agent: ua };
+            let rec = Record {
+                client: self.peer,
+                time: cx.clock.log_date(),
+                line,
+                status,
+                referer,
+                user_agent: ua,
+                user: None,
+                vhost: None,
+            };
             cx.access.begin(&mut self.log, &rec);
         }
     }

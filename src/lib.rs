@@ -12,6 +12,7 @@
 //! [`log`] when the last byte is out, and the connection goes back to idle (keep-alive) or
 //! closes. Configuration comes from [`config`]: a TOML file and thttpd-style flags.
 
+pub mod compress;
 pub mod config;
 pub mod conn;
 pub mod fs;
@@ -21,4 +22,5 @@ pub mod log;
 pub mod server;
 pub mod status;
 pub mod sys;
+pub mod thttpd;
 pub mod workers;

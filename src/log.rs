@@ -13,6 +13,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::config::{LogFormat, LogTarget};
+use crate::thttpd::syslog::Syslog;
+
+/// The program name in syslog lines.
+const SYSLOG_TAG: &str = "ferrohttpd";
 
 /// Flush the access buffer once it holds this much.
 const FLUSH_BYTES: usize = 64 * 1024;
@@ -25,6 +29,7 @@ enum Sink {
     Stdout,
     Stderr,
     File(File),
+    Syslog(Syslog),
 }
 
 impl Sink {
@@ -33,6 +38,12 @@ impl Sink {
             LogTarget::Off => None,
             LogTarget::Std => Some(std),
             LogTarget::File(p) => Some(Sink::File(open_append(p)?)),
+            LogTarget::Syslog => {
+                let mut s = Syslog::new(SYSLOG_TAG);
+                // Not fatal: the client reconnects on the next message (syslogd may start later).
+                let _ = s.connect();
+                Some(Sink::Syslog(s))
+            }
         })
     }
 
@@ -45,6 +56,12 @@ impl Sink {
             }
             Sink::Stderr => io::stderr().lock().write_all(b),
             Sink::File(f) => f.write_all(b),
+            Sink::Syslog(s) => {
+                for line in b.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+                    s.info(&String::from_utf8_lossy(line))?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -73,6 +90,10 @@ pub struct Record<'a> {
     pub status: u16,
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
+    /// The user authenticated with Basic auth, if any.
+    pub user: Option<&'a str>,
+    /// In virtual-host mode, the host, logged as a `/host` prefix of the URL (as thttpd does).
+    pub vhost: Option<&'a str>,
 }
 
 /// A record waiting for its byte count: `line[..split]` goes before it, the rest after.
@@ -84,6 +105,8 @@ pub struct Pending {
 
 pub struct AccessLog {
     target: LogTarget,
+    /// Lines go to syslog: no date in them.
+    syslog: bool,
     format: LogFormat,
     sink: Option<Sink>,
     buf: Vec<u8>,
@@ -93,6 +116,7 @@ pub struct AccessLog {
 impl AccessLog {
     pub fn open(target: &LogTarget, format: LogFormat) -> io::Result<AccessLog> {
         Ok(AccessLog {
+            syslog: *target == LogTarget::Syslog,
             target: target.clone(),
             format,
             sink: Sink::open(target, Sink::Stdout)?,
@@ -112,14 +136,28 @@ impl AccessLog {
         out.clear();
         match self.format {
             LogFormat::Combined | LogFormat::Common => {
-                out.extend_from_slice(r.client.to_string().as_bytes());
-                out.extend_from_slice(b" - - [");
-                out.extend_from_slice(r.time.as_bytes());
-                out.extend_from_slice(b"] \"");
+                let _ = write!(out, "{}", r.client);
+                out.extend_from_slice(b" - ");
+                match r.user {
+                    Some(u) if !u.is_empty() => escape_clf(out, clip(u.as_bytes())),
+                    _ => out.push(b'-'),
+                }
+                if self.syslog {
+                    // syslog stamps its own time.
+                    out.extend_from_slice(b" \"");
+                } else {
+                    out.extend_from_slice(b" [");
+                    out.extend_from_slice(r.time.as_bytes());
+                    out.extend_from_slice(b"] \"");
+                }
                 match r.line {
                     RequestLine::Parsed { method, target, minor } => {
                         escape_clf(out, method.as_bytes());
                         out.push(b' ');
+                        if let Some(h) = r.vhost {
+                            out.push(b'/');
+                            escape_clf(out, clip(h.as_bytes()));
+                        }
                         escape_clf(out, clip(target.as_bytes()));
                         out.extend_from_slice(if minor == 0 { b" HTTP/1.0" } else { b" HTTP/1.1" });
                     }
@@ -145,7 +183,7 @@ impl AccessLog {
                 out.extend_from_slice(b"{\"time\":\"");
                 escape_json(out, r.time.as_bytes());
                 out.extend_from_slice(b"\",\"remote\":\"");
-                out.extend_from_slice(r.client.to_string().as_bytes());
+                let _ = write!(out, "{}", r.client);
                 out.extend_from_slice(b"\",");
                 match r.line {
                     RequestLine::Parsed { method, target, minor } => {
@@ -227,7 +265,7 @@ impl AccessLog {
     /// Flushes, then reopens the log file (after rotation).
     pub fn reopen(&mut self) -> io::Result<()> {
         self.flush();
-        if let LogTarget::File(_) = self.target {
+        if let LogTarget::File(_) | LogTarget::Syslog = self.target {
             self.sink = Sink::open(&self.target, Sink::Stdout)?;
         }
         Ok(())
@@ -305,7 +343,8 @@ mod tests {
     use super::*;
 
     fn line(format: LogFormat, rl: RequestLine<'_>, ua: Option<&[u8]>) -> String {
-        let log = AccessLog { target: LogTarget::Off, format, sink: None, buf: Vec::new(), oldest: None };
+        let log =
+            AccessLog { target: LogTarget::Off, syslog: false, format, sink: None, buf: Vec::new(), oldest: None };
         let mut p = Pending::default();
         log.begin(
             &mut p,
@@ -316,6 +355,8 @@ mod tests {
                 status: 200,
                 referer: None,
                 user_agent: ua,
+                user: None,
+                vhost: None,
             },
         );
         let mut s = p.line[..p.split].to_vec();

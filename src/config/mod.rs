@@ -26,6 +26,8 @@ pub enum LogTarget {
     Off,
     /// Append to this file.
     File(PathBuf),
+    /// syslog (LOG_DAEMON, LOG_INFO), as thttpd logs by default; the line has no date.
+    Syslog,
 }
 
 /// The access log's line format.
@@ -38,6 +40,57 @@ pub enum LogFormat {
     Common,
     /// One JSON object per line.
     Json,
+}
+
+/// A `[[headers]]` rule: extra response headers for paths matching a pattern and/or files
+/// of a MIME type.
+#[derive(Clone, Debug)]
+pub struct HeaderRule {
+    /// thttpd-style URL pattern (`/assets/**`, `**.css`); None matches every path.
+    pub pattern: Option<crate::glob::Pattern>,
+    /// Content-Type prefix ("image/", "text/html"); None matches every type.
+    pub mime: Option<String>,
+    /// Replaces the `max_age`-derived Cache-Control (and drops Expires) when set.
+    pub cache_control: Option<String>,
+    /// Additional fields, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+/// A virtual host of the TOML form: requests whose Host is `host` are served from `root`.
+#[derive(Clone, Debug)]
+pub struct VirtualHost {
+    /// Lowercase host name, without port.
+    pub host: String,
+    pub root: PathBuf,
+}
+
+/// thttpd compatibility settings (see `THTTPD.md`); all off in a plain ferrohttpd setup.
+#[derive(Clone, Debug, Default)]
+pub struct ThttpdCompat {
+    /// Behave as thttpd where it differs: serve only world-readable files, refuse
+    /// world-executable ones with 403, list directories without an index only if they are
+    /// world-readable, redirect with 302, thttpd's signal meanings.
+    pub enabled: bool,
+    /// `-v`: the Host header (lowercased, port removed) selects a subdirectory of the root.
+    pub vhost_dirs: bool,
+    /// Check `.htpasswd` files (Basic authentication).
+    pub htpasswd: bool,
+    /// `-g`: the root's `.htpasswd` protects everything.
+    pub global_passwd: bool,
+    /// `urlpat` / `localpat` / `noemptyreferrers`.
+    pub url_pattern: Option<String>,
+    pub local_pattern: Option<String>,
+    pub no_empty_referrers: bool,
+    /// `-r`: chroot into the root after binding.
+    pub chroot: bool,
+    /// `-dd`: the document root inside the chroot.
+    pub data_dir: Option<PathBuf>,
+    /// `-u`: the user to switch to after binding, when started as root.
+    pub user: Option<String>,
+    /// Run in the background (thttpd without `-D`).
+    pub daemonize: bool,
+    /// `-P`: a P3P header value.
+    pub p3p: Option<String>,
 }
 
 /// The typed, validated configuration the server runs with.
@@ -88,6 +141,26 @@ pub struct Config {
     /// URL paths of directories whose files are loaded at start ("/", "/assets/").
     pub cache_preload: Vec<String>,
 
+    /// `Cache-Control: max-age=N` and a matching `Expires` on file responses (thttpd's `-M`).
+    pub max_age: Option<u32>,
+    /// Ranges per request before the Range header is ignored (200).
+    pub max_ranges: usize,
+    pub header_rules: Vec<HeaderRule>,
+    /// Precompressed siblings to look for, in the server's order of preference.
+    pub precompressed: Vec<crate::http::encoding::Encoding>,
+    /// Custom error pages: status -> URL path of the page under the root.
+    pub error_pages: BTreeMap<u16, String>,
+    /// Directory listings for directories without an index file.
+    pub listing: bool,
+    pub listing_max_entries: usize,
+    pub vhosts: Vec<VirtualHost>,
+    /// Throttle rules (thttpd's `-t` file or `[[throttle]]`).
+    pub throttles: Vec<crate::thttpd::throttle::ThrottleRule>,
+    /// Per-connection rate (bytes/s, 0 = none) after the first `limit_rate_after` bytes.
+    pub limit_rate: u64,
+    pub limit_rate_after: u64,
+    pub thttpd: ThttpdCompat,
+
     /// The status endpoint's URL path, when enabled.
     pub status_path: Option<String>,
     pub status_allow: Vec<crate::status::Net>,
@@ -130,6 +203,22 @@ impl Default for Config {
             cache_revalidate: Duration::from_secs(1),
             cache_negative: Duration::from_secs(1),
             cache_preload: Vec::new(),
+            max_age: None,
+            max_ranges: 32,
+            header_rules: Vec::new(),
+            precompressed: vec![
+                crate::http::encoding::Encoding::Br,
+                crate::http::encoding::Encoding::Zstd,
+                crate::http::encoding::Encoding::Gzip,
+            ],
+            error_pages: BTreeMap::new(),
+            listing: false,
+            listing_max_entries: 10_000,
+            vhosts: Vec::new(),
+            throttles: Vec::new(),
+            limit_rate: 0,
+            limit_rate_after: 0,
+            thttpd: ThttpdCompat::default(),
             status_path: None,
             status_allow: vec![
                 crate::status::Net::parse("127.0.0.0/8").unwrap_or_else(|| unreachable!()),

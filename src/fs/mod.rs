@@ -10,4 +10,5 @@
 //! descriptor they were handed, so they cannot be talked out of the root either.
 
 pub mod cache;
+pub mod listing;
 pub mod resolve;

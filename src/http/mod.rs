@@ -1,8 +1,11 @@
 //! HTTP/1.1 message handling: request parsing and validation ([`request`]), response heads
 //! ([`response`]), the cached `Date` ([`date`]) and Content-Type lookup ([`mime`]).
 
+pub mod conditional;
 pub mod date;
+pub mod encoding;
 pub mod mime;
+pub mod range;
 pub mod request;
 pub mod response;
 

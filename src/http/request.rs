@@ -73,6 +73,17 @@ pub struct Request<'b> {
     pub expect_continue: bool,
     pub referer: Option<&'b [u8]>,
     pub user_agent: Option<&'b [u8]>,
+    /// Fields used by later stages (conditional requests, ranges, content negotiation,
+    /// authentication). When a field is repeated, the last one counts.
+    pub if_match: Option<&'b [u8]>,
+    pub if_none_match: Option<&'b [u8]>,
+    pub if_modified_since: Option<&'b [u8]>,
+    pub if_unmodified_since: Option<&'b [u8]>,
+    pub if_range: Option<&'b [u8]>,
+    pub range: Option<&'b [u8]>,
+    pub accept_encoding: Option<&'b [u8]>,
+    pub accept: Option<&'b [u8]>,
+    pub authorization: Option<&'b [u8]>,
     /// Bytes of the head, including the blank line; the body or the next request follows.
     pub head_len: usize,
 }
@@ -170,6 +181,15 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
         expect_continue: false,
         referer: None,
         user_agent: None,
+        if_match: None,
+        if_none_match: None,
+        if_modified_since: None,
+        if_unmodified_since: None,
+        if_range: None,
+        range: None,
+        accept_encoding: None,
+        accept: None,
+        authorization: None,
         head_len,
     };
 
@@ -215,10 +235,22 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
             } else {
                 return Err(reject(417, "unsupported expectation"));
             }
-        } else if name.eq_ignore_ascii_case("referer") {
-            r.referer = Some(value);
-        } else if name.eq_ignore_ascii_case("user-agent") {
-            r.user_agent = Some(value);
+        } else {
+            let slot = match name.len() {
+                5 if name.eq_ignore_ascii_case("range") => &mut r.range,
+                6 if name.eq_ignore_ascii_case("accept") => &mut r.accept,
+                7 if name.eq_ignore_ascii_case("referer") => &mut r.referer,
+                8 if name.eq_ignore_ascii_case("if-match") => &mut r.if_match,
+                8 if name.eq_ignore_ascii_case("if-range") => &mut r.if_range,
+                10 if name.eq_ignore_ascii_case("user-agent") => &mut r.user_agent,
+                13 if name.eq_ignore_ascii_case("if-none-match") => &mut r.if_none_match,
+                13 if name.eq_ignore_ascii_case("authorization") => &mut r.authorization,
+                15 if name.eq_ignore_ascii_case("accept-encoding") => &mut r.accept_encoding,
+                17 if name.eq_ignore_ascii_case("if-modified-since") => &mut r.if_modified_since,
+                19 if name.eq_ignore_ascii_case("if-unmodified-since") => &mut r.if_unmodified_since,
+                _ => continue,
+            };
+            *slot = Some(value);
         }
     }
 
@@ -535,6 +567,13 @@ mod tests {
         assert_eq!(r.query, Some("x=1"));
         assert_eq!(r.host, Some(&b"example.com"[..]));
         assert_eq!(r.user_agent, Some(&b"t"[..]));
+        let r2 =
+            p(b"GET / HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\nIF-NONE-MATCH: \"a\"\r\nAccept-Encoding: br\r\n\r\n")
+                .unwrap()
+                .unwrap();
+        assert_eq!(r2.range, Some(&b"bytes=0-1"[..]));
+        assert_eq!(r2.if_none_match, Some(&b"\"a\""[..]));
+        assert_eq!(r2.accept_encoding, Some(&b"br"[..]));
         assert!(r.keep_alive);
         assert_eq!(r.framing, Framing::None);
         assert_eq!(r.head_len, 59);

@@ -1,0 +1,709 @@
+//! Directory listings: reading a directory into a bounded, sorted list of entries, and
+//! rendering it as an HTML page or as JSON.
+//!
+//! Reading works from a directory descriptor ([`read_dir_fd`]), so a listing can be made of
+//! exactly the directory [`super::resolve`] opened under its policies, without walking a path
+//! string again; [`read_dir`] is the same for a path (tools and tests).
+//!
+//! Invariants:
+//! - Bounded: at most `max_entries` entries are returned. Reading stops as soon as one more
+//!   entry than that has been accepted, and the listing is reported truncated. The entries kept
+//!   are then the first ones in directory order (sorted afterwards), not the first by name:
+//!   finding those would mean reading the whole directory, which is what the bound prevents.
+//! - Only what the server could serve is listed: directories and regular files, with valid
+//!   UTF-8 names (request paths are UTF-8), dotfiles only when `show_dotfiles`. A symlink is
+//!   listed with its target's metadata and skipped if the target cannot be examined (dangling,
+//!   a loop, no permission). Whether following it is allowed is decided by `resolve` when the
+//!   link is requested; the listing may reveal the size and time of a target it would refuse.
+//! - Order: directories first, then files, each by name in byte order.
+//! - Output is safe to embed: HTML text is escaped, hrefs are percent-encoded (every byte
+//!   outside RFC 3986 `unreserved`, so a name can never become a scheme like `javascript:`, a
+//!   query or a fragment), and JSON strings are escaped (including `<`, `>` and `&`, so the
+//!   JSON cannot be sniffed into markup).
+//! - The HTML uses relative links: `url_path` must end with `/`, as the server redirects
+//!   directory requests without it.
+
+use std::ffi::CStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// One entry of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub is_dir: bool,
+    /// Size in bytes; 0 for directories.
+    pub size: u64,
+    /// Modification time, seconds since the epoch (0 if before it).
+    pub mtime: u64,
+}
+
+/// What to list.
+pub struct ListOptions {
+    /// List names starting with `.`.
+    pub show_dotfiles: bool,
+    /// Most entries to return; beyond it the listing is truncated (e.g. 10 000).
+    pub max_entries: usize,
+}
+
+/// Reads the directory at `dir` (see [`read_dir_fd`]).
+pub fn read_dir(dir: &Path, opts: &ListOptions) -> io::Result<(Vec<Entry>, bool)> {
+    let file = File::open(dir)?;
+    read_dir_fd(file.as_fd(), opts)
+}
+
+/// Reads the directory open at `dir` (any descriptor of it, `O_PATH` included; its file offset
+/// is not used or moved) into sorted entries, and whether the listing was truncated.
+pub fn read_dir_fd(dir: BorrowedFd<'_>, opts: &ListOptions) -> io::Result<(Vec<Entry>, bool)> {
+    let mut stream = DirStream::open(dir)?;
+    let fd = stream.fd();
+    let mut entries = Vec::new();
+    let limit = opts.max_entries.saturating_add(1);
+    while entries.len() < limit {
+        let Some(name) = stream.next_name()? else {
+            break;
+        };
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." || (!opts.show_dotfiles && bytes.starts_with(b".")) {
+            continue;
+        }
+        let Ok(utf8) = std::str::from_utf8(bytes) else {
+            continue;
+        };
+        let Some(st) = stat_at(fd, name) else {
+            continue;
+        };
+        let is_dir = match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => true,
+            libc::S_IFREG => false,
+            _ => continue,
+        };
+        entries.push(Entry {
+            name: utf8.to_owned(),
+            is_dir,
+            size: if is_dir { 0 } else { u64::try_from(st.st_size).unwrap_or(0) },
+            mtime: u64::try_from(st.st_mtime).unwrap_or(0),
+        });
+    }
+    let truncated = entries.len() > opts.max_entries;
+    entries.truncate(opts.max_entries);
+    entries.sort_unstable_by(|a, b| b.is_dir.cmp(&a.is_dir).then_with(|| a.name.as_bytes().cmp(b.name.as_bytes())));
+    Ok((entries, truncated))
+}
+
+/// An open `DIR*` stream, closed on drop.
+struct DirStream {
+    dir: std::ptr::NonNull<libc::DIR>,
+}
+
+impl DirStream {
+    /// Opens a fresh stream on the directory `dir` refers to. A new open file description
+    /// (`openat(dir, ".")`) rather than `dup`, so the caller's offset is never shared.
+    fn open(dir: BorrowedFd<'_>) -> io::Result<DirStream> {
+        // SAFETY: `dir` is a valid descriptor for the duration of the call and the path is a
+        // NUL-terminated string literal.
+        let fd = unsafe {
+            libc::openat(dir.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: `owned` is a valid directory descriptor; on success the stream takes it over.
+        let dir = unsafe { libc::fdopendir(owned.as_raw_fd()) };
+        match std::ptr::NonNull::new(dir) {
+            Some(dir) => {
+                // The stream owns the descriptor now; closedir closes it.
+                std::mem::forget(owned);
+                Ok(DirStream { dir })
+            }
+            None => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// The next name, `None` at the end of the directory.
+    fn next_name(&mut self) -> io::Result<Option<&CStr>> {
+        // readdir signals errors only through errno, so clear it first.
+        // SAFETY: __errno_location returns a valid pointer to this thread's errno.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `self.dir` is an open stream used by this thread only (&mut self).
+        let ent = unsafe { libc::readdir(self.dir.as_ptr()) };
+        if ent.is_null() {
+            let err = io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(0) | None => Ok(None),
+                Some(_) => Err(err),
+            };
+        }
+        // SAFETY: a non-null dirent stays valid until the next readdir or closedir on this
+        // stream, both of which need `&mut self`, which the returned borrow prevents; d_name
+        // is NUL-terminated.
+        Ok(Some(unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }))
+    }
+
+    /// The stream's descriptor, valid as long as the stream is open.
+    fn fd(&self) -> RawFd {
+        // SAFETY: the stream is open.
+        unsafe { libc::dirfd(self.dir.as_ptr()) }
+    }
+}
+
+/// `fstatat` of `name` in the directory `dir`, following symlinks; `None` on any error.
+fn stat_at(dir: RawFd, name: &CStr) -> Option<libc::stat> {
+    // SAFETY: all-zero bytes are a valid `libc::stat`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated and `st` is writable for the duration of the call; an
+    // invalid `dir` would only make the call fail.
+    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, 0) };
+    (r == 0).then_some(st)
+}
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        // SAFETY: the stream is open and is closed exactly once, here.
+        unsafe { libc::closedir(self.dir.as_ptr()) };
+    }
+}
+
+/// Appends an HTML page listing `entries` of the directory at URL path `url_path` (decoded,
+/// ending in `/`).
+pub fn html(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">");
+    out.extend_from_slice(b"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
+    out.extend_from_slice(b"<title>Index of ");
+    html_escape(url_path, out);
+    out.extend_from_slice(
+        b"</title>\n<style>body{font-family:system-ui,sans-serif;margin:2em}\
+          table{border-collapse:collapse}th,td{padding:.2em 1em;text-align:left}\
+          td.s{text-align:right}a{text-decoration:none}tr:hover{background:#eee}</style>\n",
+    );
+    out.extend_from_slice(b"</head><body>\n<h1>Index of ");
+    html_escape(url_path, out);
+    out.extend_from_slice(b"</h1>\n<table>\n<tr><th>Name</th><th>Size</th><th>Modified (UTC)</th></tr>\n");
+    if url_path != "/" {
+        out.extend_from_slice(b"<tr><td><a href=\"../\">../</a></td><td class=\"s\">-</td><td></td></tr>\n");
+    }
+    let mut n = itoa::Buffer::new();
+    for e in entries {
+        out.extend_from_slice(b"<tr><td><a href=\"");
+        percent_encode(&e.name, out);
+        if e.is_dir {
+            out.push(b'/');
+        }
+        out.extend_from_slice(b"\">");
+        html_escape(&e.name, out);
+        if e.is_dir {
+            out.extend_from_slice(b"/</a></td><td class=\"s\">-</td><td>");
+        } else {
+            out.extend_from_slice(b"</a></td><td class=\"s\" title=\"");
+            out.extend_from_slice(n.format(e.size).as_bytes());
+            out.extend_from_slice(b"\">");
+            human_size(e.size, out);
+            out.extend_from_slice(b"</td><td>");
+        }
+        utc_minutes(e.mtime, out);
+        out.extend_from_slice(b"</td></tr>\n");
+    }
+    out.extend_from_slice(b"</table>\n");
+    if truncated {
+        out.extend_from_slice(b"<p>This directory has more entries; only ");
+        out.extend_from_slice(n.format(entries.len()).as_bytes());
+        out.extend_from_slice(b" are shown.</p>\n");
+    }
+    out.extend_from_slice(b"</body></html>\n");
+}
+
+/// Appends the listing as JSON:
+/// `{"path":"/d/","truncated":false,"entries":[{"name":"a","type":"file","size":1,"mtime":2}]}`.
+pub fn json(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8>) {
+    let mut n = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"path\":");
+    json_string(url_path, out);
+    out.extend_from_slice(if truncated { b",\"truncated\":true" } else { b",\"truncated\":false" });
+    out.extend_from_slice(b",\"entries\":[");
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"name\":");
+        json_string(&e.name, out);
+        out.extend_from_slice(if e.is_dir { b",\"type\":\"dir\"" } else { b",\"type\":\"file\"" });
+        out.extend_from_slice(b",\"size\":");
+        out.extend_from_slice(n.format(e.size).as_bytes());
+        out.extend_from_slice(b",\"mtime\":");
+        out.extend_from_slice(n.format(e.mtime).as_bytes());
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}\n");
+}
+
+/// `Content-Type` of [`html`] output.
+pub const HTML_TYPE: &str = "text/html; charset=utf-8";
+/// `Content-Type` of [`json`] output.
+pub const JSON_TYPE: &str = "application/json";
+
+/// Whether a listing request asks for JSON rather than HTML. `query` is the raw query string
+/// (without `?`): `format=json` or `format=html` decides. Otherwise the `Accept` field does:
+/// JSON only if it names `application/json` with a weight above that of HTML (`text/html`,
+/// else `text/*`, else `*/*`), so browsers and `curl`'s `*/*` get HTML. A response that
+/// depends on `Accept` should carry `Vary: Accept`.
+pub fn wants_json(query: &[u8], accept: Option<&[u8]>) -> bool {
+    for pair in query.split(|&b| b == b'&') {
+        if pair == b"format=json" {
+            return true;
+        }
+        if pair == b"format=html" {
+            return false;
+        }
+    }
+    let Some(accept) = accept else {
+        return false;
+    };
+    let (mut json, mut html, mut text_any, mut any) = (None, None, None, None);
+    for item in crate::http::list_items(accept) {
+        let mut parts = item.split(|&b| b == b';');
+        let range = parts.next().unwrap_or_default().trim_ascii();
+        let mut q = Some(1000);
+        for param in parts {
+            let param = param.trim_ascii();
+            if let Some(v) = param.strip_prefix(b"q=").or_else(|| param.strip_prefix(b"Q=")) {
+                q = crate::http::encoding::qvalue(v.trim_ascii());
+            }
+        }
+        let Some(q) = q else {
+            continue;
+        };
+        let slot = if range.eq_ignore_ascii_case(b"application/json") {
+            &mut json
+        } else if range.eq_ignore_ascii_case(b"text/html") {
+            &mut html
+        } else if range.eq_ignore_ascii_case(b"text/*") {
+            &mut text_any
+        } else if range == b"*/*" {
+            &mut any
+        } else {
+            continue;
+        };
+        *slot = Some(slot.map_or(q, |old: u16| old.max(q)));
+    }
+    let html = html.or(text_any).or(any).unwrap_or(0);
+    json.is_some_and(|json| json > 0 && json > html)
+}
+
+fn html_escape(s: &str, out: &mut Vec<u8>) {
+    for &b in s.as_bytes() {
+        match b {
+            b'&' => out.extend_from_slice(b"&amp;"),
+            b'<' => out.extend_from_slice(b"&lt;"),
+            b'>' => out.extend_from_slice(b"&gt;"),
+            b'"' => out.extend_from_slice(b"&quot;"),
+            b'\'' => out.extend_from_slice(b"&#39;"),
+            _ => out.push(b),
+        }
+    }
+}
+
+/// Percent-encodes every byte outside RFC 3986 `unreserved`.
+fn percent_encode(s: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
+}
+
+fn json_string(s: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    for &b in s.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f | b'<' | b'>' | b'&' | 0x7f => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 15)]);
+            }
+            // UTF-8 passes through: JSON text is UTF-8.
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+/// `512 B`, `1.5 KiB`, `23 MiB`: one decimal below 10 units, none above.
+fn human_size(size: u64, out: &mut Vec<u8>) {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut n = itoa::Buffer::new();
+    if size < 1024 {
+        out.extend_from_slice(n.format(size).as_bytes());
+        out.extend_from_slice(b" B");
+        return;
+    }
+    let mut unit = 0;
+    let mut scaled = size as f64;
+    while scaled >= 1024.0 && unit < UNITS.len() - 1 {
+        scaled /= 1024.0;
+        unit += 1;
+    }
+    let text = if scaled < 10.0 { format!("{scaled:.1}") } else { format!("{scaled:.0}") };
+    out.extend_from_slice(text.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(UNITS[unit].as_bytes());
+}
+
+/// `YYYY-MM-DD HH:MM`, UTC.
+fn utc_minutes(secs: u64, out: &mut Vec<u8>) {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    let text = format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem / 60 % 60);
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + u64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::fs;
+    use std::os::unix::ffi::OsStrExt;
+
+    /// Names files with bytes that are not UTF-8.
+    fn os(b: &[u8]) -> &OsStr {
+        OsStr::from_bytes(b)
+    }
+
+    fn opts(show_dotfiles: bool, max_entries: usize) -> ListOptions {
+        ListOptions { show_dotfiles, max_entries }
+    }
+
+    fn e(name: &str, is_dir: bool, size: u64, mtime: u64) -> Entry {
+        Entry { name: name.to_owned(), is_dir, size, mtime }
+    }
+
+    fn names(v: &[Entry]) -> Vec<&str> {
+        v.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    #[test]
+    fn reads_sorted_filtered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        for f in ["b.txt", "a.txt", "B.txt", ".hidden", "z"] {
+            fs::write(d.join(f), b"12345").unwrap();
+        }
+        fs::create_dir(d.join("zdir")).unwrap();
+        fs::create_dir(d.join("adir")).unwrap();
+        fs::create_dir(d.join(".git")).unwrap();
+        std::os::unix::fs::symlink("a.txt", d.join("link")).unwrap();
+        std::os::unix::fs::symlink("adir", d.join("dirlink")).unwrap();
+        std::os::unix::fs::symlink("nowhere", d.join("dangling")).unwrap();
+        fs::write(d.join(os(b"bad\xffname")), b"x").unwrap();
+        let fifo = std::ffi::CString::new(d.join("fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+
+        let (v, truncated) = read_dir(d, &opts(false, 100)).unwrap();
+        assert!(!truncated);
+        assert_eq!(names(&v), ["adir", "dirlink", "zdir", "B.txt", "a.txt", "b.txt", "link", "z"]);
+        assert!(v[0].is_dir && v[1].is_dir && !v[3].is_dir);
+        assert_eq!(v[0].size, 0);
+        assert_eq!(v[3].size, 5);
+        // The symlink reports its target's metadata.
+        assert_eq!(v[6].size, 5);
+        assert!(v[3].mtime > 1_600_000_000);
+
+        let (v, _) = read_dir(d, &opts(true, 100)).unwrap();
+        assert_eq!(names(&v), [".git", "adir", "dirlink", "zdir", ".hidden", "B.txt", "a.txt", "b.txt", "link", "z"]);
+    }
+
+    #[test]
+    fn truncation() {
+        let tmp = tempfile::tempdir().unwrap();
+        for i in 0..25 {
+            fs::write(tmp.path().join(format!("f{i:02}")), b"").unwrap();
+        }
+        let (v, truncated) = read_dir(tmp.path(), &opts(false, 10)).unwrap();
+        assert!(truncated);
+        assert_eq!(v.len(), 10);
+        assert!(v.windows(2).all(|w| w[0].name < w[1].name));
+        let (v, truncated) = read_dir(tmp.path(), &opts(false, 25)).unwrap();
+        assert!(!truncated);
+        assert_eq!(v.len(), 25);
+        let (v, truncated) = read_dir(tmp.path(), &opts(false, 0)).unwrap();
+        assert!(truncated && v.is_empty());
+        let empty = tempfile::tempdir().unwrap();
+        let (v, truncated) = read_dir(empty.path(), &opts(false, 0)).unwrap();
+        assert!(!truncated && v.is_empty());
+    }
+
+    #[test]
+    fn from_o_path_descriptor() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("x"), b"abc").unwrap();
+        let dir =
+            fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY).open(tmp.path()).unwrap();
+        for _ in 0..2 {
+            let (v, _) = read_dir_fd(dir.as_fd(), &opts(false, 10)).unwrap();
+            assert_eq!(v, vec![e("x", false, 3, v[0].mtime)]);
+        }
+        assert!(read_dir(&tmp.path().join("x"), &opts(false, 10)).is_err());
+        assert!(read_dir(&tmp.path().join("missing"), &opts(false, 10)).is_err());
+    }
+
+    #[test]
+    fn html_escaping() {
+        let entries = [
+            e("d&<i>r", true, 4096, 0),
+            e("<script>alert(1)</script>", false, 12, 1_700_000_000),
+            e("a\"b'c&d", false, 2048, 86_400 * 365),
+            e("100% #1?x=y", false, 5 * 1024 * 1024, 0),
+            e("héllo wörld.txt", false, 0, 0),
+            e("javascript:alert(1)", false, 1, 0),
+        ];
+        let mut out = Vec::new();
+        html("/docs/<x>/", &entries, false, &mut out);
+        let page = String::from_utf8(out).unwrap();
+        assert!(page.contains("<title>Index of /docs/&lt;x&gt;/</title>"));
+        assert!(page.contains("<a href=\"../\">../</a>"));
+        assert!(page.contains("<a href=\"d%26%3Ci%3Er/\">d&amp;&lt;i&gt;r/</a>"));
+        assert!(page
+            .contains("<a href=\"%3Cscript%3Ealert%281%29%3C%2Fscript%3E\">&lt;script&gt;alert(1)&lt;/script&gt;</a>"));
+        assert!(page.contains("<a href=\"a%22b%27c%26d\">a&quot;b&#39;c&amp;d</a>"));
+        assert!(page.contains("<a href=\"100%25%20%231%3Fx%3Dy\">100% #1?x=y</a>"));
+        assert!(page.contains("<a href=\"h%C3%A9llo%20w%C3%B6rld.txt\">héllo wörld.txt</a>"));
+        assert!(page.contains("<a href=\"javascript%3Aalert%281%29\">"));
+        assert!(!page.contains("<script>"));
+        assert!(page.contains("<td class=\"s\" title=\"12\">12 B</td><td>2023-11-14 22:13</td>"));
+        assert!(page.contains("title=\"2048\">2.0 KiB</td><td>1971-01-01 00:00</td>"));
+        assert!(page.contains("title=\"5242880\">5.0 MiB</td>"));
+        assert!(page.contains("d&amp;&lt;i&gt;r/</a></td><td class=\"s\">-</td><td>1970-01-01 00:00</td>"));
+        assert!(!page.contains("more entries"));
+        // Directories come first in the table as given.
+        assert!(page.find("d&amp;").unwrap() < page.find("&lt;script").unwrap());
+
+        let mut out = Vec::new();
+        html("/", &[], true, &mut out);
+        let page = String::from_utf8(out).unwrap();
+        assert!(!page.contains("../"));
+        assert!(page.contains("only 0 are shown"));
+    }
+
+    #[test]
+    fn sizes_and_dates() {
+        let f = |n| {
+            let mut v = Vec::new();
+            human_size(n, &mut v);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(f(0), "0 B");
+        assert_eq!(f(1023), "1023 B");
+        assert_eq!(f(1024), "1.0 KiB");
+        assert_eq!(f(1536), "1.5 KiB");
+        assert_eq!(f(10 * 1024), "10 KiB");
+        assert_eq!(f(u64::MAX), "16 EiB");
+        let t = |s| {
+            let mut v = Vec::new();
+            utc_minutes(s, &mut v);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(t(0), "1970-01-01 00:00");
+        assert_eq!(t(784_111_777), "1994-11-06 08:49");
+        assert_eq!(t(951_782_400), "2000-02-29 00:00");
+        assert_eq!(t(253_402_300_799), "9999-12-31 23:59");
+        let _ = t(u64::MAX / 2);
+    }
+
+    /// A minimal JSON parser, enough to check the listing is valid JSON and round-trips.
+    #[derive(Debug, PartialEq)]
+    enum Json {
+        Bool(bool),
+        Num(u64),
+        Str(String),
+        Arr(Vec<Json>),
+        Obj(Vec<(String, Json)>),
+    }
+
+    fn parse_json(s: &str) -> Json {
+        let mut p = s.trim_end().as_bytes();
+        let v = value(&mut p);
+        assert!(p.is_empty(), "trailing bytes: {:?}", String::from_utf8_lossy(p));
+        v
+    }
+
+    fn eat(p: &mut &[u8], c: u8) {
+        assert_eq!(p.first(), Some(&c), "expected {:?} at {:?}", c as char, String::from_utf8_lossy(p));
+        *p = &p[1..];
+    }
+
+    fn value(p: &mut &[u8]) -> Json {
+        match p.first().copied() {
+            Some(b'{') => {
+                eat(p, b'{');
+                let mut fields = Vec::new();
+                if p.first() == Some(&b'}') {
+                    eat(p, b'}');
+                    return Json::Obj(fields);
+                }
+                loop {
+                    let Json::Str(k) = value(p) else { panic!("key") };
+                    eat(p, b':');
+                    fields.push((k, value(p)));
+                    if p.first() == Some(&b',') {
+                        eat(p, b',');
+                    } else {
+                        eat(p, b'}');
+                        return Json::Obj(fields);
+                    }
+                }
+            }
+            Some(b'[') => {
+                eat(p, b'[');
+                let mut items = Vec::new();
+                if p.first() == Some(&b']') {
+                    eat(p, b']');
+                    return Json::Arr(items);
+                }
+                loop {
+                    items.push(value(p));
+                    if p.first() == Some(&b',') {
+                        eat(p, b',');
+                    } else {
+                        eat(p, b']');
+                        return Json::Arr(items);
+                    }
+                }
+            }
+            Some(b'"') => {
+                eat(p, b'"');
+                let mut buf = Vec::new();
+                loop {
+                    let c = p[0];
+                    *p = &p[1..];
+                    match c {
+                        b'"' => return Json::Str(String::from_utf8(buf).unwrap()),
+                        b'\\' => {
+                            let esc = p[0];
+                            *p = &p[1..];
+                            match esc {
+                                b'"' => buf.push(b'"'),
+                                b'\\' => buf.push(b'\\'),
+                                b'/' => buf.push(b'/'),
+                                b'n' => buf.push(b'\n'),
+                                b'r' => buf.push(b'\r'),
+                                b't' => buf.push(b'\t'),
+                                b'b' => buf.push(8),
+                                b'f' => buf.push(12),
+                                b'u' => {
+                                    let hex = std::str::from_utf8(&p[..4]).unwrap();
+                                    let cp = u32::from_str_radix(hex, 16).unwrap();
+                                    *p = &p[4..];
+                                    let ch = char::from_u32(cp).unwrap();
+                                    buf.extend_from_slice(ch.to_string().as_bytes());
+                                }
+                                other => panic!("bad escape {other}"),
+                            }
+                        }
+                        0..=0x1f => panic!("raw control character in string"),
+                        _ => buf.push(c),
+                    }
+                }
+            }
+            Some(b't') => {
+                *p = p.strip_prefix(b"true").unwrap();
+                Json::Bool(true)
+            }
+            Some(b'f') => {
+                *p = p.strip_prefix(b"false").unwrap();
+                Json::Bool(false)
+            }
+            Some(b'0'..=b'9') => {
+                let n = p.iter().take_while(|b| b.is_ascii_digit()).count();
+                let v = std::str::from_utf8(&p[..n]).unwrap().parse().unwrap();
+                *p = &p[n..];
+                Json::Num(v)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_or_html() {
+        assert!(wants_json(b"format=json", None));
+        assert!(wants_json(b"a=1&format=json", Some(b"text/html")));
+        assert!(!wants_json(b"format=html", Some(b"application/json")));
+        assert!(!wants_json(b"", None));
+        assert!(!wants_json(b"format=JSONP", None));
+        assert!(wants_json(b"", Some(b"application/json")));
+        assert!(wants_json(b"", Some(b"Application/JSON, */*;q=0.1")));
+        assert!(!wants_json(b"", Some(b"*/*")));
+        assert!(!wants_json(b"", Some(b"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")));
+        assert!(!wants_json(b"", Some(b"application/json, text/html")));
+        assert!(wants_json(b"", Some(b"application/json, text/html;q=0.5")));
+        assert!(!wants_json(b"", Some(b"application/json;q=0")));
+        assert!(!wants_json(b"", Some(b"application/json;q=2")));
+        assert!(!wants_json(b"", Some(b"application/json;q=0.5, text/*")));
+    }
+
+    #[test]
+    fn json_exact_and_valid() {
+        let mut out = Vec::new();
+        json("/a/", &[e("d", true, 0, 1), e("f", false, 2, 3)], false, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"path\":\"/a/\",\"truncated\":false,\"entries\":[\
+             {\"name\":\"d\",\"type\":\"dir\",\"size\":0,\"mtime\":1},\
+             {\"name\":\"f\",\"type\":\"file\",\"size\":2,\"mtime\":3}]}\n"
+        );
+        let mut out = Vec::new();
+        json("/", &[], true, &mut out);
+        assert_eq!(out, b"{\"path\":\"/\",\"truncated\":true,\"entries\":[]}\n");
+
+        let tricky = [
+            "<script>\"x\"</script>",
+            "back\\slash",
+            "tab\there\nnew\rline\u{1}\u{1f}\u{7f}",
+            "héllo ✓ 𝄞",
+            "a&b %2F #?",
+            "\u{2028}",
+        ];
+        let entries: Vec<Entry> = tricky.iter().map(|n| e(n, false, u64::MAX, 0)).collect();
+        let mut out = Vec::new();
+        json("/\"q\"/", &entries, false, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains('<') && !text.contains('>') && !text.contains('&'));
+        let Json::Obj(fields) = parse_json(&text) else { panic!("object") };
+        assert_eq!(fields[0], ("path".to_owned(), Json::Str("/\"q\"/".to_owned())));
+        assert_eq!(fields[1], ("truncated".to_owned(), Json::Bool(false)));
+        let Json::Arr(items) = &fields[2].1 else { panic!("array") };
+        for (item, name) in items.iter().zip(tricky) {
+            let Json::Obj(f) = item else { panic!("entry") };
+            assert_eq!(f[0], ("name".to_owned(), Json::Str(name.to_owned())));
+            assert_eq!(f[1], ("type".to_owned(), Json::Str("file".to_owned())));
+            assert_eq!(f[2], ("size".to_owned(), Json::Num(u64::MAX)));
+        }
+    }
+}

@@ -1,0 +1,866 @@
+//! `.htpasswd` Basic authentication, as thttpd does it.
+//!
+//! - A `.htpasswd` file in a directory protects the files of that directory — not its
+//!   subdirectories. With `global_passwd` (`-g`), the root's `.htpasswd` protects everything;
+//!   where the root has none, the per-directory files apply (thttpd's `auth_check()`).
+//! - The file has lines `user:hash` (anything after a second `:` is ignored); blank lines and
+//!   lines starting with `#` are skipped; the first line for a user decides.
+//! - Hashes are crypt(3) strings as thttpd accepts them through the C library: traditional
+//!   DES (13 characters), `$1$` MD5, `$5$` SHA-256 and `$6$` SHA-512, plus bcrypt
+//!   (`$2a$`, `$2b$`, `$2y$`). Anything else (plaintext, Apache's `$apr1$` and `{SHA}`, …)
+//!   never matches. The computed hash is compared with the stored one in constant time.
+//! - Passwords longer than [`MAX_PASSWORD_LEN`] bytes never match: SHA-crypt's cost grows
+//!   with the password's length, and the event loop must not be stalled by a huge header.
+//! - The credentials must be UTF-8 (RFC 7617's default charset); the password is everything
+//!   after the first `:` (thttpd cuts it at a second `:`, RFC 7617 does not).
+//!
+//! Results: [`AuthResult::Allowed`] (no file applies), [`AuthResult::Authenticated`],
+//! [`AuthResult::Challenge`] (answer 401 with [`www_authenticate`]), or [`AuthResult::Error`]
+//! when a `.htpasswd` exists but cannot be read: answer **403**, as thttpd does ("protected by
+//! an authentication file, but the authentication file cannot be opened"), and log it.
+//!
+//! The realm is the URL directory path (thttpd uses the directory's path). [`AuthCache`]
+//! keeps parsed files keyed by their identity and mtime, and remembers recently verified
+//! `Authorization` values per file, so the slow hash runs once per user and not on every
+//! request of the single-threaded loop.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The password file's name.
+pub const HTPASSWD: &str = ".htpasswd";
+
+/// Passwords longer than this (in bytes) never match.
+pub const MAX_PASSWORD_LEN: usize = 256;
+
+/// A `.htpasswd` larger than this is refused as an error (403).
+pub const MAX_HTPASSWD_SIZE: u64 = 1 << 20;
+
+/// The decision for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthResult {
+    /// No `.htpasswd` applies: serve.
+    Allowed,
+    /// A `.htpasswd` applies and the credentials match: serve, and log `user`.
+    Authenticated {
+        /// The user name, for the access log.
+        user: String,
+    },
+    /// Send 401 with `WWW-Authenticate: Basic realm="<realm>"` ([`www_authenticate`]).
+    /// `realm` is already safe to put between the quotes.
+    Challenge {
+        /// The URL directory, escaped for a quoted string.
+        realm: String,
+    },
+    /// The `.htpasswd` exists but cannot be read (or is too large / not UTF-8): send 403 as
+    /// thttpd does, and log `message`.
+    Error {
+        /// What failed, naming the file.
+        message: String,
+    },
+}
+
+/// For a request of a file in `fs_dir` (the filesystem directory containing the requested
+/// file, already resolved under `root`; for a directory listing, the directory itself),
+/// decides whether it may be served. In normal mode `fs_dir/.htpasswd` protects that
+/// directory only; with `global_passwd`, `root/.htpasswd` protects everything if it exists
+/// (in vhost mode pass the host's directory as `root`). `authorization` is the raw
+/// `Authorization` header value; `url_dir` is the URL path of the directory (the realm).
+///
+/// This reads the files on every call; the event loop should use [`AuthCache`].
+pub fn check(
+    root: &Path,
+    fs_dir: &Path,
+    url_dir: &str,
+    global_passwd: bool,
+    authorization: Option<&[u8]>,
+) -> AuthResult {
+    let decide = |path: &Path, realm: &str| -> Option<AuthResult> {
+        match read_htpasswd(path) {
+            Ok(None) => None,
+            Ok(Some((text, _))) => Some(decide_with(&text, realm, authorization)),
+            Err(message) => Some(AuthResult::Error { message }),
+        }
+    };
+    if global_passwd {
+        if let Some(r) = decide(&root.join(HTPASSWD), "/") {
+            return r;
+        }
+    }
+    decide(&fs_dir.join(HTPASSWD), url_dir).unwrap_or(AuthResult::Allowed)
+}
+
+fn decide_with(text: &str, realm: &str, authorization: Option<&[u8]>) -> AuthResult {
+    if let Some((user, password)) = authorization.and_then(decode_basic) {
+        if verify(text, &user, &password) {
+            return AuthResult::Authenticated { user };
+        }
+    }
+    AuthResult::Challenge { realm: escape_realm(realm) }
+}
+
+/// The value of the `WWW-Authenticate` header for a [`AuthResult::Challenge`] realm.
+pub fn www_authenticate(realm: &str) -> String {
+    format!("Basic realm=\"{realm}\"")
+}
+
+/// Escapes a realm for a quoted string: `\` and `"` get a backslash, and bytes outside
+/// printable ASCII are percent-encoded, so no control character can reach a header.
+fn escape_realm(realm: &str) -> String {
+    let mut out = String::with_capacity(realm.len());
+    for &b in realm.as_bytes() {
+        match b {
+            b'"' | b'\\' => {
+                out.push('\\');
+                out.push(char::from(b));
+            }
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// Identity of a file version: a changed file gets re-read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+    ctime: i64,
+    ctime_nsec: i64,
+}
+
+impl Stamp {
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+            ctime: m.ctime(),
+            ctime_nsec: m.ctime_nsec(),
+        }
+    }
+}
+
+/// `Ok(None)` if there is no such file (ENOENT/ENOTDIR), the text and its stamp if it can be
+/// read, an error message otherwise (fail closed).
+fn read_htpasswd(path: &Path) -> Result<Option<(String, Stamp)>, String> {
+    match probe(path) {
+        Ok(None) => Ok(None),
+        Ok(Some(_)) => read_with_stamp(path).map(Some),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// `stat` of a possible `.htpasswd`: `Ok(None)` if there is none. A dangling symlink is an
+/// error, not an absence: whoever put it there meant to protect the directory.
+fn probe(path: &Path) -> io::Result<Option<std::fs::Metadata>> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if is_absent(&e) => match std::fs::symlink_metadata(path) {
+            Ok(_) => Err(e),
+            Err(_) => Ok(None),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+fn is_absent(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+/// Reads the file with the stamp of the very file read: opened non-blocking (a FIFO named
+/// `.htpasswd` must not stall the loop), checked to be a regular file of bounded size.
+fn read_with_stamp(path: &Path) -> Result<(String, Stamp), String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: io::Error| format!("{}: {e}", path.display());
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(err)?;
+    let meta = file.metadata().map_err(err)?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    if meta.len() > MAX_HTPASSWD_SIZE {
+        return Err(format!("{}: larger than {MAX_HTPASSWD_SIZE} bytes", path.display()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_HTPASSWD_SIZE + 1).read_to_end(&mut bytes).map_err(err)?;
+    if bytes.len() as u64 > MAX_HTPASSWD_SIZE {
+        return Err(format!("{}: larger than {MAX_HTPASSWD_SIZE} bytes", path.display()));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{}: not valid UTF-8", path.display()))?;
+    Ok((text, Stamp::of(&meta)))
+}
+
+/// Iterates the `(user, hash)` entries of a `.htpasswd` text.
+fn entries(htpasswd: &str) -> impl Iterator<Item = (&str, &str)> {
+    htpasswd.lines().filter_map(|line| {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() || line.starts_with('#') {
+            return None;
+        }
+        let (user, rest) = line.split_once(':')?;
+        let hash = rest.split(':').next().unwrap_or("");
+        Some((user, hash.trim_end()))
+    })
+}
+
+/// Verifies `user:password` against `.htpasswd` text. The first line for `user` decides;
+/// see the module docs for the accepted hashes. An empty user never matches.
+pub fn verify(htpasswd: &str, user: &str, password: &str) -> bool {
+    if user.is_empty() {
+        return false;
+    }
+    match entries(htpasswd).find(|(u, _)| *u == user) {
+        Some((_, hash)) => hash_matches(password, hash),
+        None => false,
+    }
+}
+
+/// True if `password` hashes to `stored` under the scheme `stored` names.
+fn hash_matches(password: &str, stored: &str) -> bool {
+    if password.len() > MAX_PASSWORD_LEN || !well_formed(stored) {
+        return false;
+    }
+    match pwhash::unix::crypt(password, stored) {
+        Ok(computed) => ct_eq(computed.as_bytes(), stored.as_bytes()),
+        Err(_) => false,
+    }
+}
+
+const CRYPT64: &[u8] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+fn all_crypt64(s: &str) -> bool {
+    s.bytes().all(|b| CRYPT64.contains(&b))
+}
+
+/// Strict shape check of a stored hash before handing it to the hashing code, so that only
+/// the formats we mean to accept are ever computed.
+fn well_formed(stored: &str) -> bool {
+    if !stored.is_ascii() {
+        return false;
+    }
+    if !stored.starts_with('$') {
+        // Traditional DES: 2 salt characters + 11 hash characters.
+        return stored.len() == 13 && all_crypt64(stored);
+    }
+    let parts: Vec<&str> = stored.split('$').collect();
+    match parts.as_slice() {
+        ["", "1", salt, hash] => {
+            (1..=8).contains(&salt.len()) && all_crypt64(salt) && hash.len() == 22 && all_crypt64(hash)
+        }
+        ["", id @ ("5" | "6"), rest @ ..] => {
+            let (salt, hash) = match rest {
+                [rounds, salt, hash] => {
+                    let Some(n) = rounds.strip_prefix("rounds=") else {
+                        return false;
+                    };
+                    if n.is_empty() || n.len() > 9 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                        return false;
+                    }
+                    (*salt, *hash)
+                }
+                [salt, hash] => (*salt, *hash),
+                _ => return false,
+            };
+            let hash_len = if *id == "5" { 43 } else { 86 };
+            salt.len() <= 16
+                && salt.bytes().all(|b| b.is_ascii_graphic())
+                && hash.len() == hash_len
+                && all_crypt64(hash)
+        }
+        ["", "2a" | "2b" | "2y", cost, rest] => {
+            cost.len() == 2
+                && cost.parse::<u32>().is_ok_and(|c| (4..=31).contains(&c))
+                && rest.len() == 53
+                && all_crypt64(rest)
+        }
+        _ => false,
+    }
+}
+
+/// Constant-time equality of two byte strings of equal length (the length itself is not
+/// secret: it is fixed by the hash scheme). Unequal lengths are unequal.
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// Decodes a `Basic` credentials header value into `(user, password)`. The scheme is
+/// case-insensitive; the base64 must be canonical standard-alphabet base64 (padding
+/// optional), the decoded bytes UTF-8 with a `:`. `None` otherwise.
+pub fn decode_basic(authorization: &[u8]) -> Option<(String, String)> {
+    let value = trim_ascii(authorization);
+    let scheme_end = value.iter().position(|&b| b == b' ' || b == b'\t')?;
+    let (scheme, rest) = value.split_at(scheme_end);
+    if !scheme.eq_ignore_ascii_case(b"basic") {
+        return None;
+    }
+    let decoded = base64_decode(trim_ascii(rest))?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_string(), password.to_string()))
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    &b[start..end.max(start)]
+}
+
+/// Standard base64 (RFC 4648 §4) decoder; padding optional, no whitespace inside, and the
+/// unused bits of the last character must be zero.
+fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
+    fn value(c: u8) -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    }
+    let data = match input.iter().position(|&c| c == b'=') {
+        Some(p) => {
+            let pad = &input[p..];
+            if !pad.iter().all(|&c| c == b'=') || pad.len() > 2 || input.len() % 4 != 0 {
+                return None;
+            }
+            &input[..p]
+        }
+        None => input,
+    };
+    if data.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(data.len() * 3 / 4);
+    for chunk in data.chunks(4) {
+        let mut acc = 0u32;
+        for &c in chunk {
+            acc = (acc << 6) | value(c)?;
+        }
+        match chunk.len() {
+            4 => out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]),
+            3 => {
+                if acc & 0b11 != 0 {
+                    return None;
+                }
+                out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]);
+            }
+            2 => {
+                if acc & 0b1111 != 0 {
+                    return None;
+                }
+                out.push((acc >> 4) as u8);
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Most files kept by an [`AuthCache`]; when full, it starts over.
+const CACHE_FILES: usize = 256;
+/// Most verified `Authorization` values remembered per file.
+const CACHE_VERIFIED: usize = 16;
+
+#[derive(Debug)]
+struct CachedFile {
+    stamp: Stamp,
+    text: String,
+    /// Raw `Authorization` values that verified, and their user. Cleared when the file changes.
+    verified: Vec<(Vec<u8>, String)>,
+}
+
+/// [`check`] with the parsed `.htpasswd` files cached by identity and mtime (one `stat` per
+/// file per request, as thttpd), and recently verified credentials remembered per file so the
+/// deliberately slow hash does not run on every request. Memory is bounded:
+/// [`MAX_HTPASSWD_SIZE`] per file, 256 files, 16 verified values per file.
+#[derive(Debug, Default)]
+pub struct AuthCache {
+    files: HashMap<PathBuf, CachedFile>,
+}
+
+impl AuthCache {
+    /// An empty cache.
+    pub fn new() -> AuthCache {
+        AuthCache::default()
+    }
+
+    /// Same contract as [`check`].
+    pub fn check(
+        &mut self,
+        root: &Path,
+        fs_dir: &Path,
+        url_dir: &str,
+        global_passwd: bool,
+        authorization: Option<&[u8]>,
+    ) -> AuthResult {
+        if global_passwd {
+            if let Some(r) = self.decide(&root.join(HTPASSWD), "/", authorization) {
+                return r;
+            }
+        }
+        self.decide(&fs_dir.join(HTPASSWD), url_dir, authorization).unwrap_or(AuthResult::Allowed)
+    }
+
+    /// Forgets everything (e.g. on SIGHUP).
+    pub fn clear(&mut self) {
+        self.files.clear();
+    }
+
+    fn decide(&mut self, path: &Path, realm: &str, authorization: Option<&[u8]>) -> Option<AuthResult> {
+        let meta = match probe(path) {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                self.files.remove(path);
+                return None;
+            }
+            Err(e) => {
+                self.files.remove(path);
+                return Some(AuthResult::Error { message: format!("{}: {e}", path.display()) });
+            }
+        };
+        let stamp = Stamp::of(&meta);
+        let fresh = self.files.get(path).is_some_and(|f| f.stamp == stamp);
+        if !fresh {
+            match read_with_stamp(path) {
+                Ok((text, stamp)) => {
+                    if self.files.len() >= CACHE_FILES {
+                        self.files.clear();
+                    }
+                    self.files.insert(path.to_path_buf(), CachedFile { stamp, text, verified: Vec::new() });
+                }
+                Err(message) => {
+                    self.files.remove(path);
+                    return Some(AuthResult::Error { message });
+                }
+            }
+        }
+        let file = self.files.get_mut(path)?;
+        let Some(auth) = authorization else {
+            return Some(AuthResult::Challenge { realm: escape_realm(realm) });
+        };
+        // Compare against every remembered value, without stopping early.
+        let mut hit = None;
+        for (value, user) in &file.verified {
+            if ct_eq(value, auth) {
+                hit = Some(user.clone());
+            }
+        }
+        if let Some(user) = hit {
+            return Some(AuthResult::Authenticated { user });
+        }
+        let result = decide_with(&file.text, realm, Some(auth));
+        if let AuthResult::Authenticated { user } = &result {
+            if file.verified.len() >= CACHE_VERIFIED {
+                file.verified.remove(0);
+            }
+            file.verified.push((auth.to_vec(), user.clone()));
+        }
+        Some(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// crypt(3): the scheme and salt come from `setting`.
+    fn crypt(pw: &str, setting: &str) -> String {
+        pwhash::unix::crypt(pw, setting).unwrap()
+    }
+
+    fn des(salt: &str, pw: &str) -> String {
+        crypt(pw, salt)
+    }
+
+    fn all_schemes(pw: &str) -> Vec<String> {
+        vec![
+            des("ab", pw),
+            crypt(pw, "$1$saltsalt$"),
+            crypt(pw, "$5$rounds=1000$salty$"),
+            crypt(pw, "$5$salty$"),
+            crypt(pw, "$6$rounds=1000$salty$"),
+            pwhash::bcrypt::hash_with(
+                pwhash::bcrypt::BcryptSetup {
+                    salt: Some("bvIG6Nmid91Mu9RcmmWZfO"),
+                    cost: Some(4),
+                    variant: Some(pwhash::bcrypt::BcryptVariant::V2y),
+                },
+                pw,
+            )
+            .unwrap(),
+            pwhash::bcrypt::hash_with(
+                pwhash::bcrypt::BcryptSetup {
+                    salt: Some("bvIG6Nmid91Mu9RcmmWZfO"),
+                    cost: Some(4),
+                    variant: Some(pwhash::bcrypt::BcryptVariant::V2b),
+                },
+                pw,
+            )
+            .unwrap(),
+            pwhash::bcrypt::hash_with(
+                pwhash::bcrypt::BcryptSetup {
+                    salt: Some("bvIG6Nmid91Mu9RcmmWZfO"),
+                    cost: Some(4),
+                    variant: Some(pwhash::bcrypt::BcryptVariant::V2a),
+                },
+                pw,
+            )
+            .unwrap(),
+        ]
+    }
+
+    fn basic(user: &str, pw: &str) -> Vec<u8> {
+        format!("Basic {}", b64(format!("{user}:{pw}").as_bytes())).into_bytes()
+    }
+
+    /// Test-only base64 encoder.
+    fn b64(input: &[u8]) -> String {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in input.chunks(3) {
+            let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn known_des_vector() {
+        // From pwhash's and glibc's test vectors.
+        assert_eq!(des("aZ", "test"), "aZGJuE6EXrjEE");
+        assert!(verify("joe:aZGJuE6EXrjEE\n", "joe", "test"));
+        assert!(!verify("joe:aZGJuE6EXrjEE\n", "joe", "tesT"));
+        // `openssl passwd -crypt -salt xx password`
+        assert!(verify("u:xxj31ZMTZzkVA", "u", "password"));
+    }
+
+    #[test]
+    fn known_md5_and_sha_vectors() {
+        // glibc / Ulrich Drepper's SHA-crypt specification examples.
+        assert!(verify("u:$5$saltstring$5B8vYYiY.CVt1RlTTf8KbXBH3hsxY/GNooZaBBGWEc5", "u", "Hello world!"));
+        assert!(verify(
+            "u:$6$saltstring$svn8UoSVapNtMuq1ukKS4tPQd8iKwSMHWjl/O817G3uBnIFNjnQJuesI68u4OTLiBFdcbYEdFCoEOfaS35inz1",
+            "u",
+            "Hello world!"
+        ));
+        assert!(verify(
+            "u:$5$rounds=10000$saltstringsaltst$3xv.VbSHBb41AL9AvLeujZkZRBAwqFMz2.opqey6IcA",
+            "u",
+            "Hello world!"
+        ));
+        // `openssl passwd -1 -salt saltsalt password`
+        assert!(verify("u:$1$saltsalt$qjXMvbEw8oaL.CzflDtaK/", "u", "password"));
+    }
+
+    #[test]
+    fn vectors_from_real_tools() {
+        // Apache `htpasswd -nb{d,B -C 4,2,5} joe secret` and `openssl passwd -{5,6} -salt saltsalt secret`.
+        let file = "\
+joe:7rw6tPeKns97A
+bee:$2y$04$d93DNV0217Pd3sN8Kcs6dOUByjOdaB1gEl9j79wsPYcsEhIcMFGgy
+two:$5$Az0Ei/d7GaQUn4v3$fzqFCKMncWrOOgoQdC56W9OzR8vp1rCpxir2j2AqC./
+six:$6$smK9/LXxN76tUQNX$QLZW0SHruWQrD66BG42BjLN5CSbX8BZbIrjrwdyeDJyZmBUcrSvv4GacXbpb79e60qTieyQaPw7vzUvio626e0
+os5:$5$saltsalt$0IyaXrmV7.sGNS6tirgqHLqX/G.FBvgkYA.lpPdS5sA
+os6:$6$saltsalt$TVLlQcbpFVof5W3Yz4DTP6gRstiNuHwwTt6GLc1E5n0U0aDehy0S5knV8wiOQSpT0Y77vwPZN.Pq.H91p5hVO1
+apr:$apr1$b..19uzw$6v4a6u5EpFENxX7EkKRO.0
+";
+        for user in ["joe", "bee", "two", "six", "os5", "os6"] {
+            assert!(verify(file, user, "secret"), "{user}");
+            assert!(!verify(file, user, "Secret"), "{user}");
+        }
+        // Apache's own MD5 variant is not a crypt(3) hash: thttpd cannot use it either.
+        assert!(!verify(file, "apr", "secret"));
+    }
+
+    #[test]
+    fn every_scheme_round_trips() {
+        for hash in all_schemes("s3cret pass") {
+            let file = format!("# users\n\nother:{}\nalice:{hash}\n", des("zz", "x"));
+            assert!(verify(&file, "alice", "s3cret pass"), "{hash}");
+            assert!(!verify(&file, "alice", "S3cret pass"), "{hash}");
+            assert!(!verify(&file, "alice", ""), "{hash}");
+            assert!(!verify(&file, "bob", "s3cret pass"), "{hash}");
+            assert!(well_formed(&hash), "{hash}");
+        }
+    }
+
+    #[test]
+    fn des_uses_eight_characters_like_crypt3() {
+        let h = des("ab", "12345678");
+        assert!(verify(&format!("u:{h}"), "u", "12345678"));
+        assert!(verify(&format!("u:{h}"), "u", "12345678 and more"));
+        assert!(!verify(&format!("u:{h}"), "u", "1234567"));
+    }
+
+    #[test]
+    fn plaintext_and_unknown_formats_never_match() {
+        assert!(!verify("u:secret", "u", "secret"));
+        assert!(!verify("u:", "u", ""));
+        assert!(!verify("u:$apr1$abc$xyz", "u", "x"));
+        assert!(!verify("u:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=", "u", "test"));
+        assert!(!verify("u:$7$whatever", "u", "x"));
+        // A DES-looking 13-character plaintext password does not match itself.
+        assert!(!verify("u:abcdefghijklm", "u", "abcdefghijklm"));
+        // Non-ASCII or malformed hashes are rejected before any hashing.
+        for bad in [
+            "$1$salt$short",
+            "$2y$99$aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "ä€",
+            "$5$rounds=x$s$h",
+            "$6$",
+        ] {
+            assert!(!well_formed(bad), "{bad}");
+            assert!(!verify(&format!("u:{bad}"), "u", "x"));
+        }
+    }
+
+    #[test]
+    fn file_format_details() {
+        let h = des("ab", "pw");
+        // CRLF, extra fields, and the first line for a user wins.
+        let text = format!("a:{h}\r\nb:{h}:extra:fields\n#c:{h}\na:{}\n", des("ab", "other"));
+        assert!(verify(&text, "a", "pw"));
+        assert!(!verify(&text, "a", "other"));
+        assert!(verify(&text, "b", "pw"));
+        assert!(!verify(&text, "#c", "pw"));
+        assert!(!verify(&text, "", "pw"));
+        assert!(!verify(&format!(":{h}"), "", "pw"));
+    }
+
+    #[test]
+    fn long_passwords_never_match() {
+        let long = "x".repeat(MAX_PASSWORD_LEN + 1);
+        let h = crypt(&long, "$5$rounds=1000$salt$");
+        assert!(!verify(&format!("u:{h}"), "u", &long));
+        let ok = "x".repeat(MAX_PASSWORD_LEN);
+        let h = crypt(&ok, "$5$rounds=1000$salt$");
+        assert!(verify(&format!("u:{h}"), "u", &ok));
+    }
+
+    #[test]
+    fn constant_time_compare() {
+        assert!(ct_eq(b"", b""));
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"bbc"));
+        assert!(!ct_eq(b"abc", b"abcd"));
+        assert!(!ct_eq(b"abcd", b"abc"));
+        assert!(!ct_eq(b"\x00", b"\x80"));
+    }
+
+    #[test]
+    fn basic_header_decoding() {
+        assert_eq!(decode_basic(b"Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="), Some(("Aladdin".into(), "open sesame".into())));
+        assert_eq!(
+            decode_basic(b"  basic   QWxhZGRpbjpvcGVuIHNlc2FtZQ  "),
+            Some(("Aladdin".into(), "open sesame".into()))
+        );
+        assert_eq!(decode_basic(b"BASIC\tdTo="), Some(("u".into(), "".into())));
+        // Password keeps further colons (RFC 7617).
+        assert_eq!(decode_basic(&basic("u", "a:b")), Some(("u".into(), "a:b".into())));
+        assert_eq!(decode_basic(&basic("", "p")), Some(("".into(), "p".into())));
+        assert_eq!(decode_basic(&basic("ü", "ß")), Some(("ü".into(), "ß".into())));
+        for bad in [
+            &b""[..],
+            b"Basic",
+            b"Basic ",
+            b"Bearer QWxhZGRpbjpvcGVuIHNlc2FtZQ==",
+            b"BasicQWxhZGRpbjpvcGVuIHNlc2FtZQ==",
+            b"Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=",
+            b"Basic QWxhZGRp bjpvcGVuIHNlc2FtZQ==",
+            b"Basic QWxhZGRpbg==",
+            b"Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ===",
+            b"Basic QWxhZGRpbjpvcGVuIHNlc2FtZR==",
+            b"Basic Q",
+            b"Basic =",
+            b"Basic ****",
+            b"Basic /w==",
+            b"Basic \xff\xfe",
+        ] {
+            assert_eq!(decode_basic(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn base64_round_trips() {
+        for len in 0..40 {
+            let data: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let enc = b64(&data);
+            assert_eq!(base64_decode(enc.as_bytes()), Some(data.clone()));
+            assert_eq!(base64_decode(enc.trim_end_matches('=').as_bytes()), Some(data));
+        }
+    }
+
+    #[test]
+    fn realm_escaping() {
+        assert_eq!(escape_realm("/private/"), "/private/");
+        assert_eq!(escape_realm("/a\"b\\c/"), "/a\\\"b\\\\c/");
+        assert_eq!(escape_realm("/x\r\ny/ü/"), "/x%0D%0Ay/%C3%BC/");
+        assert_eq!(www_authenticate("/d/"), "Basic realm=\"/d/\"");
+    }
+
+    struct Site {
+        dir: tempfile::TempDir,
+    }
+
+    impl Site {
+        fn new() -> Site {
+            let dir = tempfile::tempdir().unwrap();
+            fs::create_dir_all(dir.path().join("private/sub")).unwrap();
+            fs::create_dir_all(dir.path().join("public")).unwrap();
+            Site { dir }
+        }
+        fn root(&self) -> &Path {
+            self.dir.path()
+        }
+        fn p(&self, rel: &str) -> PathBuf {
+            self.dir.path().join(rel)
+        }
+    }
+
+    fn both(site: &Site, cache: &mut AuthCache, dir: &str, url: &str, global: bool, auth: Option<&[u8]>) -> AuthResult {
+        let a = check(site.root(), &site.p(dir), url, global, auth);
+        let b = cache.check(site.root(), &site.p(dir), url, global, auth);
+        assert_eq!(a, b, "check and AuthCache::check disagree for {dir} {auth:?}");
+        b
+    }
+
+    #[test]
+    fn per_directory_protection() {
+        let site = Site::new();
+        let mut cache = AuthCache::new();
+        fs::write(site.p("private/.htpasswd"), format!("alice:{}\n", des("al", "wonderland"))).unwrap();
+        let good = basic("alice", "wonderland");
+        let bad = basic("alice", "looking-glass");
+        let challenge = AuthResult::Challenge { realm: "/private/".into() };
+        let alice = AuthResult::Authenticated { user: "alice".into() };
+        for _ in 0..2 {
+            assert_eq!(both(&site, &mut cache, "private", "/private/", false, None), challenge);
+            assert_eq!(both(&site, &mut cache, "private", "/private/", false, Some(&good)), alice);
+            assert_eq!(both(&site, &mut cache, "private", "/private/", false, Some(&bad)), challenge);
+            assert_eq!(
+                both(&site, &mut cache, "private", "/private/", false, Some(&basic("bob", "wonderland"))),
+                challenge
+            );
+            assert_eq!(both(&site, &mut cache, "private", "/private/", false, Some(b"Basic !!!")), challenge);
+            // Not inherited by subdirectories, and no effect elsewhere.
+            assert_eq!(both(&site, &mut cache, "private/sub", "/private/sub/", false, None), AuthResult::Allowed);
+            assert_eq!(both(&site, &mut cache, "public", "/public/", false, None), AuthResult::Allowed);
+            assert_eq!(both(&site, &mut cache, "", "/", false, None), AuthResult::Allowed);
+        }
+    }
+
+    #[test]
+    fn global_password_file() {
+        let site = Site::new();
+        let mut cache = AuthCache::new();
+        // Without a root file, -g falls back to the per-directory files (thttpd).
+        fs::write(site.p("private/.htpasswd"), format!("alice:{}\n", des("al", "a"))).unwrap();
+        assert_eq!(both(&site, &mut cache, "public", "/public/", true, None), AuthResult::Allowed);
+        assert!(matches!(both(&site, &mut cache, "private", "/private/", true, None), AuthResult::Challenge { .. }));
+        fs::write(site.p(".htpasswd"), format!("root:{}\n", des("ro", "r"))).unwrap();
+        let root_user = AuthResult::Authenticated { user: "root".into() };
+        let challenge = AuthResult::Challenge { realm: "/".into() };
+        for dir in ["", "public", "private", "private/sub"] {
+            assert_eq!(both(&site, &mut cache, dir, "/x/", true, None), challenge, "{dir}");
+            assert_eq!(both(&site, &mut cache, dir, "/x/", true, Some(&basic("root", "r"))), root_user, "{dir}");
+            // The root file decides: the directory's own users do not get in.
+            assert_eq!(both(&site, &mut cache, dir, "/x/", true, Some(&basic("alice", "a"))), challenge, "{dir}");
+        }
+        // Without -g the root file protects only the root directory.
+        assert_eq!(both(&site, &mut cache, "public", "/public/", false, None), AuthResult::Allowed);
+        assert_eq!(
+            both(&site, &mut cache, "", "/", false, Some(&basic("root", "r"))),
+            AuthResult::Authenticated { user: "root".into() }
+        );
+    }
+
+    #[test]
+    fn unreadable_file_is_an_error() {
+        let site = Site::new();
+        let mut cache = AuthCache::new();
+        // A directory named .htpasswd cannot be read as a file.
+        fs::create_dir(site.p("private/.htpasswd")).unwrap();
+        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        fs::remove_dir(site.p("private/.htpasswd")).unwrap();
+        fs::write(site.p("private/.htpasswd"), b"u:\xff\xfe\n").unwrap();
+        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        fs::remove_file(site.p("private/.htpasswd")).unwrap();
+        // A dangling symlink fails closed.
+        std::os::unix::fs::symlink("/nonexistent/htpasswd", site.p("private/.htpasswd")).unwrap();
+        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        fs::remove_file(site.p("private/.htpasswd")).unwrap();
+        // A FIFO is refused without blocking.
+        let fifo = std::ffi::CString::new(site.p("private/.htpasswd").to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        fs::remove_file(site.p("private/.htpasswd")).unwrap();
+        // A file too large.
+        fs::write(site.p("private/.htpasswd"), vec![b'#'; MAX_HTPASSWD_SIZE as usize + 1]).unwrap();
+        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        // Permissions only bite when not root.
+        if !crate::thttpd::privs::is_root() {
+            fs::write(site.p("private/.htpasswd"), "u:aZGJuE6EXrjEE\n").unwrap();
+            fs::set_permissions(site.p("private/.htpasswd"), fs::Permissions::from_mode(0o000)).unwrap();
+            assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        }
+    }
+
+    #[test]
+    fn cache_follows_file_changes() {
+        let site = Site::new();
+        let mut cache = AuthCache::new();
+        let path = site.p("private/.htpasswd");
+        fs::write(&path, format!("alice:{}\n", des("al", "one"))).unwrap();
+        let one = basic("alice", "one");
+        let two = basic("alice", "two");
+        let alice = AuthResult::Authenticated { user: "alice".into() };
+        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&one)), alice);
+        // Remembered: same answer again.
+        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&one)), alice);
+        // A changed file (different size, so the stamp differs even within one mtime tick).
+        fs::write(&path, format!("alice:{}\n#\n", des("al", "two"))).unwrap();
+        assert!(matches!(
+            cache.check(site.root(), &site.p("private"), "/private/", false, Some(&one)),
+            AuthResult::Challenge { .. }
+        ));
+        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&two)), alice);
+        // Removed: open again.
+        fs::remove_file(&path).unwrap();
+        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&two)), AuthResult::Allowed);
+        // The verified list is bounded.
+        fs::write(&path, format!("alice:{}\n", des("al", "one"))).unwrap();
+        for i in 0..(CACHE_VERIFIED + 5) {
+            let auth = format!("Basic  {}", b64(b"alice:one"));
+            let auth = format!("{auth}{}", " ".repeat(i));
+            assert_eq!(cache.check(site.root(), &site.p("private"), "/p/", false, Some(auth.as_bytes())), alice);
+        }
+        assert!(cache.files.values().all(|f| f.verified.len() <= CACHE_VERIFIED));
+        cache.clear();
+        assert!(cache.files.is_empty());
+    }
+}
