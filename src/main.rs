@@ -33,7 +33,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::CheckConfig(cfg) => match server::open_resources(&cfg) {
-            Ok((root, _, _)) => {
+            Ok(res) => {
+                let root = res.root;
                 let src = cfg.source.as_ref().map_or("built-in defaults".to_string(), |p| p.display().to_string());
                 println!("configuration OK ({src}): root {}", root.path().display());
                 ExitCode::SUCCESS

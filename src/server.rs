@@ -6,7 +6,8 @@
 //! registered once for both directions and never re-registered. Signals arrive through a
 //! signalfd in the same poll.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
@@ -24,11 +25,15 @@ use crate::conn::{Conn, ConnState, Drive};
 use crate::fs::cache::{CacheConfig, FileCache};
 use crate::fs::resolve::{DocRoot, ResolveOptions};
 use crate::http::date::Clock;
+use crate::http::encoding::Encoding;
 use crate::http::mime::MimeTypes;
 use crate::http::request::Limits;
 use crate::log::{AccessLog, ErrorLog};
 use crate::status::{self, ConnStates, Counters, Format, Snapshot};
 use crate::sys::{self, SignalFd};
+use crate::thttpd::auth::AuthCache;
+use crate::thttpd::referer::RefererPolicy;
+use crate::thttpd::throttle::{Throttles, THROTTLE_TIME};
 
 /// Connections use tokens from here up; listeners and the signalfd sit below.
 const CONN_BASE: usize = 1 << 16;
@@ -60,6 +65,13 @@ pub struct Ctx {
     config_loaded: String,
     /// Open connections per client address, kept only when a per-IP limit is set.
     per_ip: HashMap<IpAddr, u32>,
+    /// Virtual hosts of the TOML form: lowercase host name and its document root.
+    pub vroots: Vec<(String, DocRoot)>,
+    pub referer: Option<RefererPolicy>,
+    pub auth: AuthCache,
+    pub throttles: Throttles,
+    /// Scratch for content negotiation.
+    pub encodings: Vec<Encoding>,
     /// Scratch for the normalized request path.
     pub path: String,
     rbufs: Vec<Box<[u8]>>,
@@ -132,6 +144,9 @@ pub struct Server {
     conns: Slab<Conn>,
     cx: Ctx,
     ready: Vec<usize>,
+    /// Connections held back by a rate limit, by wake-up time.
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    last_throttle_update: Instant,
     signals: SignalFd,
     accept_paused_until: Option<Instant>,
     /// A descriptor kept in reserve: on EMFILE it is closed so one pending connection can
@@ -144,12 +159,33 @@ pub struct Server {
 
 /// Opens the document root and logs named by the configuration (used by `--check-config`
 /// too, so a config that would fail at start fails the check).
-pub fn open_resources(cfg: &Config) -> Result<(DocRoot, AccessLog, ErrorLog), StartError> {
+pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
     let root =
         DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
+    let mut vroots = Vec::with_capacity(cfg.vhosts.len());
+    for v in &cfg.vhosts {
+        let r = DocRoot::open(&v.root)
+            .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
+        vroots.push((v.host.clone(), r));
+    }
     let access = AccessLog::open(&cfg.access_log, cfg.log_format).map_err(|e| StartError(e.to_string()))?;
     let errors = ErrorLog::open(&cfg.error_log).map_err(|e| StartError(e.to_string()))?;
-    Ok((root, access, errors))
+    Ok(Resources { root, vroots, access, errors })
+}
+
+/// What a configuration needs opened before it can serve.
+pub struct Resources {
+    pub root: DocRoot,
+    pub vroots: Vec<(String, DocRoot)>,
+    pub access: AccessLog,
+    pub errors: ErrorLog,
+}
+
+fn referer_policy(cfg: &Config) -> Option<RefererPolicy> {
+    cfg.thttpd
+        .url_pattern
+        .as_deref()
+        .map(|p| RefererPolicy::new(p, cfg.thttpd.local_pattern.as_deref(), cfg.thttpd.no_empty_referrers))
 }
 
 /// Listening sockets passed by systemd socket activation (`LISTEN_PID`/`LISTEN_FDS`,
@@ -242,7 +278,7 @@ impl Server {
     pub fn new(cfg: Config, bound: Vec<TcpListener>) -> Result<Server, StartError> {
         sys::ignore_sigpipe();
         let nofile = sys::raise_nofile_limit().ok();
-        let (root, access, errors) = open_resources(&cfg)?;
+        let Resources { root, vroots, access, errors } = open_resources(&cfg)?;
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
         let mut listeners = Vec::new();
         for (i, mut l) in bound.into_iter().enumerate() {
@@ -251,7 +287,7 @@ impl Server {
                 .map_err(|e| StartError(format!("epoll: {e}")))?;
             listeners.push(l);
         }
-        let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1])
+        let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2])
             .map_err(|e| StartError(format!("signalfd: {e}")))?;
         poll.registry()
             .register(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)), SIGNAL_TOKEN, Interest::READABLE)
@@ -266,6 +302,7 @@ impl Server {
         let clock = Clock::new();
         let next_tick = clock.now + TICK;
         let cache = FileCache::new(cache_config(&cfg));
+        let cfg_ref = cfg.clone();
         let mut cx = Ctx {
             cfg,
             root,
@@ -280,6 +317,11 @@ impl Server {
             started: Instant::now(),
             config_loaded: String::new(),
             per_ip: HashMap::new(),
+            vroots,
+            referer: referer_policy(&cfg_ref),
+            auth: AuthCache::new(),
+            throttles: Throttles::new(cfg_ref.throttles.clone()),
+            encodings: Vec::new(),
             path: String::new(),
             rbufs: Vec::new(),
             bodies: Vec::new(),
@@ -310,6 +352,8 @@ impl Server {
             conns: Slab::new(),
             cx,
             ready: Vec::new(),
+            timers: BinaryHeap::new(),
+            last_throttle_update: Instant::now(),
             signals,
             accept_paused_until: None,
             spare: File::open("/dev/null").ok(),
@@ -367,6 +411,19 @@ impl Server {
                 }
             }
             let now = self.cx.clock.now;
+            while let Some(&Reverse((t, key))) = self.timers.peek() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                if self.conns.contains(key) {
+                    self.dispatch(key);
+                }
+            }
+            if now.saturating_duration_since(self.last_throttle_update) >= THROTTLE_TIME {
+                self.cx.throttles.update(now.saturating_duration_since(self.last_throttle_update));
+                self.last_throttle_update = now;
+            }
             if now >= self.next_tick {
                 self.next_tick = now + TICK;
                 self.sweep(now);
@@ -401,6 +458,7 @@ impl Server {
             consider(Some(self.next_tick));
         }
         consider(self.cx.access.deadline());
+        consider(self.timers.peek().map(|Reverse((t, _))| *t));
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
         // Round up so the wake-up is never a hair early.
@@ -510,6 +568,7 @@ impl Server {
         let outcome = catch_unwind(AssertUnwindSafe(|| conn.drive(cx)));
         match outcome {
             Ok(Drive::Wait) => {}
+            Ok(Drive::Sleep(t)) => self.timers.push(Reverse((t, key))),
             Ok(Drive::Yield) => {
                 if !conn.queued {
                     conn.queued = true;
@@ -555,6 +614,10 @@ impl Server {
 
     fn on_signals(&mut self) {
         while let Some(sig) = self.signals.read() {
+            if self.cx.cfg.thttpd.enabled {
+                self.on_thttpd_signal(sig);
+                continue;
+            }
             match sig {
                 libc::SIGTERM | libc::SIGINT => {
                     if self.shutdown_deadline.is_some() {
@@ -569,9 +632,49 @@ impl Server {
                     self.reload();
                 }
                 libc::SIGUSR1 => self.reopen_logs(),
+                libc::SIGUSR2 => self.log_stats(),
                 _ => {}
             }
         }
+    }
+
+    /// thttpd's meanings: HUP reopens the log, USR1 stops accepting and exits once the
+    /// transfers in flight are done, USR2 logs statistics, INT and TERM exit at once.
+    fn on_thttpd_signal(&mut self, sig: libc::c_int) {
+        match sig {
+            libc::SIGHUP => self.reopen_logs(),
+            libc::SIGUSR1 if self.shutdown_deadline.is_none() => {
+                self.begin_shutdown();
+                // No time limit: thttpd waits for every transfer.
+                self.shutdown_deadline = Some(self.cx.clock.now + Duration::from_secs(365 * 86_400));
+            }
+            libc::SIGUSR2 => self.log_stats(),
+            libc::SIGTERM | libc::SIGINT => {
+                self.begin_shutdown();
+                self.shutdown_deadline = Some(self.cx.clock.now);
+            }
+            _ => {}
+        }
+    }
+
+    /// One line of counters in the error log (USR2).
+    fn log_stats(&mut self) {
+        let c = &self.cx.counters;
+        let line = format!(
+            "stats: {} connections open, {} accepted, {} requests, {} bytes sent, responses 2xx {} 3xx {} 4xx {} 5xx {}, cache {} entries {} hits {} misses",
+            self.conns.len(),
+            c.accepted,
+            c.requests,
+            c.bytes,
+            c.classes[2],
+            c.classes[3],
+            c.classes[4],
+            c.classes[5],
+            self.cx.cache.len(),
+            self.cx.cache.stats.hits,
+            self.cx.cache.stats.misses
+        );
+        self.cx.error(format_args!("{line}"));
     }
 
     fn reopen_logs(&mut self) {
@@ -603,9 +706,15 @@ impl Server {
             self.cx.error(format_args!("the number of workers cannot change without a restart"));
             new.workers = self.cx.cfg.workers;
         }
-        let (root, access, errors) = open_resources(&new).map_err(|e| e.0)?;
+        let Resources { root, vroots, access, errors } = open_resources(&new).map_err(|e| e.0)?;
         self.cx.access.flush();
         self.cx.root = root;
+        self.cx.vroots = vroots;
+        self.cx.referer = referer_policy(&new);
+        self.cx.auth.clear();
+        // New rules start counting from the next request; transfers in flight finish
+        // against them harmlessly (the counts never go below zero).
+        self.cx.throttles = Throttles::new(new.throttles.clone());
         self.cx.access = access;
         self.cx.errors = errors;
         self.cx.mime = MimeTypes::new(&new.mime, &new.charset);

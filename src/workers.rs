@@ -36,8 +36,9 @@ pub fn run(cfg: Config, activated: Option<Vec<StdListener>>, reloader: Reloader)
         drop(server::bind_all(&cfg)?);
     }
     server::open_resources(&cfg)?;
-    let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGCHLD])
-        .map_err(|e| StartError(format!("signalfd: {e}")))?;
+    let signals =
+        SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGCHLD])
+            .map_err(|e| StartError(format!("signalfd: {e}")))?;
 
     let mut slots: Vec<Slot> = (0..cfg.workers)
         .map(|_| Slot { pid: None, started: Instant::now(), restart_at: Some(Instant::now()) })
@@ -64,6 +65,11 @@ pub fn run(cfg: Config, activated: Option<Vec<StdListener>>, reloader: Reloader)
             match sig {
                 libc::SIGCHLD => {}
                 libc::SIGTERM | libc::SIGINT => {
+                    stopping = true;
+                    forward(&slots, sig);
+                }
+                // In thttpd mode USR1 means "finish and exit": don't restart the workers.
+                libc::SIGUSR1 if cfg.thttpd.enabled => {
                     stopping = true;
                     forward(&slots, sig);
                 }

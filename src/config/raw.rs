@@ -22,6 +22,12 @@ struct Raw {
     log: Option<RawLog>,
     cache: Option<RawCache>,
     status: Option<RawStatus>,
+    compression: Option<RawCompression>,
+    listing: Option<RawListing>,
+    errors: Option<BTreeMap<String, Spanned<String>>>,
+    headers: Option<Vec<RawHeaderRule>>,
+    vhost: Option<Vec<RawVhost>>,
+    throttle: Option<Vec<RawThrottle>>,
     mime: Option<BTreeMap<String, Spanned<String>>>,
 }
 
@@ -56,6 +62,56 @@ struct RawHttp {
     symlinks: S<SymlinkPolicy>,
     charset: S<String>,
     server_header: S<String>,
+    max_age: S<i64>,
+    max_ranges: S<i64>,
+    limit_rate: S<RawRate>,
+    limit_rate_after: S<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCompression {
+    precompressed: S<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawListing {
+    enabled: S<bool>,
+    max_entries: S<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHeaderRule {
+    #[serde(rename = "match")]
+    pattern: S<String>,
+    mime: S<String>,
+    cache_control: S<String>,
+    headers: Option<BTreeMap<String, Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVhost {
+    host: Spanned<String>,
+    root: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThrottle {
+    pattern: Spanned<String>,
+    max: Spanned<RawRate>,
+    min: S<RawRate>,
+}
+
+/// A byte rate: bytes per second, or a string such as "200KiB/s" or "1MB/s".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawRate {
+    Bytes(i64),
+    Text(String),
 }
 
 #[derive(Deserialize)]
@@ -175,6 +231,24 @@ impl Ctx<'_> {
             RawDuration::Text(t) if parse_duration(t) == Some(Duration::ZERO) => Ok(Duration::ZERO),
             _ => self.duration(key, v, max_secs),
         }
+    }
+
+    fn rate(&self, key: &str, v: &Spanned<RawRate>) -> Result<u64, ConfigError> {
+        let r = match v.get_ref() {
+            RawRate::Bytes(n) => u64::try_from(*n).ok(),
+            RawRate::Text(t) => crate::thttpd::throttle::parse_rate(t),
+        };
+        match r {
+            Some(r) => Ok(r),
+            None => self.err(key, v.span(), "expected bytes per second, such as 50000 or \"200KiB/s\""),
+        }
+    }
+
+    fn header_value(&self, key: &str, v: &Spanned<String>) -> Result<String, ConfigError> {
+        if !crate::http::is_field_value(v.get_ref().as_bytes()) || v.get_ref().is_empty() {
+            return self.err(key, v.span(), "must be a non-empty header value of printable characters");
+        }
+        Ok(v.get_ref().clone())
     }
 
     fn log_target(&self, key: &str, v: &Spanned<String>, allow_off: bool) -> Result<LogTarget, ConfigError> {
@@ -335,6 +409,18 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             }
             cfg.charset = v.into_inner();
         }
+        if let Some(v) = h.max_age {
+            cfg.max_age = Some(cx.int("http.max_age", &v, 0, 10 * 365 * 86_400)?);
+        }
+        if let Some(v) = h.max_ranges {
+            cfg.max_ranges = cx.int("http.max_ranges", &v, 0, 1000)?;
+        }
+        if let Some(v) = h.limit_rate {
+            cfg.limit_rate = cx.rate("http.limit_rate", &v)?;
+        }
+        if let Some(v) = h.limit_rate_after {
+            cfg.limit_rate_after = cx.int("http.limit_rate_after", &v, 0, i64::MAX)?;
+        }
         if let Some(v) = h.server_header {
             if !crate::http::is_field_value(v.get_ref().as_bytes()) {
                 return cx.err("http.server_header", v.span(), "must be printable text");
@@ -410,6 +496,118 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
         let enabled = st.enabled.is_some_and(|v| v.into_inner());
         cfg.status_path = enabled.then_some(path);
+    }
+
+    if let Some(c) = raw.compression {
+        if let Some(v) = c.precompressed {
+            let mut list = Vec::new();
+            for name in v.get_ref() {
+                match crate::http::encoding::Encoding::from_config(name) {
+                    Some(e) if !list.contains(&e) => list.push(e),
+                    Some(_) => {}
+                    None => {
+                        return cx.err(
+                            "compression.precompressed",
+                            v.span(),
+                            format_args!("\"{name}\" is not one of \"br\", \"zstd\", \"gzip\""),
+                        )
+                    }
+                }
+            }
+            cfg.precompressed = list;
+        }
+    }
+
+    if let Some(l) = raw.listing {
+        if let Some(v) = l.enabled {
+            cfg.listing = v.into_inner();
+        }
+        if let Some(v) = l.max_entries {
+            cfg.listing_max_entries = cx.int("listing.max_entries", &v, 1, 1_000_000)?;
+        }
+    }
+
+    if let Some(e) = raw.errors {
+        for (code, page) in e {
+            let key = format!("errors.{code}");
+            let status: u16 = match code.parse() {
+                Ok(s) if (400..600).contains(&s) => s,
+                _ => return cx.err(&key, page.span(), "the key must be an error status from 400 to 599"),
+            };
+            let mut norm = String::new();
+            let url =
+                if page.get_ref().starts_with('/') { page.get_ref().clone() } else { format!("/{}", page.get_ref()) };
+            if crate::fs::resolve::normalize(url.as_bytes(), &mut norm).is_err() || norm.ends_with('/') {
+                return cx.err(&key, page.span(), "must be the path of a file under the document root");
+            }
+            cfg.error_pages.insert(status, norm);
+        }
+    }
+
+    if let Some(rules) = raw.headers {
+        let mut out = Vec::new();
+        for r in rules {
+            let pattern = r.pattern.map(|p| crate::glob::Pattern::new(p.get_ref()));
+            let mime = r.mime.map(Spanned::into_inner);
+            let cache_control = match r.cache_control {
+                Some(v) => Some(cx.header_value("headers.cache_control", &v)?),
+                None => None,
+            };
+            let mut headers = Vec::new();
+            for (name, value) in r.headers.unwrap_or_default() {
+                let key = format!("headers.headers.{name}");
+                let token = !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !token {
+                    return cx.err(&key, value.span(), "the key must be a header name");
+                }
+                headers.push((name.clone(), cx.header_value(&key, &value)?));
+            }
+            out.push(crate::config::HeaderRule { pattern, mime, cache_control, headers });
+        }
+        cfg.header_rules = out;
+    }
+
+    if let Some(hosts) = raw.vhost {
+        let mut out: Vec<crate::config::VirtualHost> = Vec::new();
+        for v in hosts {
+            let host = v.host.get_ref().to_ascii_lowercase();
+            if host.is_empty()
+                || host.starts_with('.')
+                || !crate::http::request::valid_host(host.as_bytes())
+                || host.contains(':') && !host.starts_with('[')
+            {
+                return cx.err("vhost.host", v.host.span(), "must be a host name without a port");
+            }
+            if out.iter().any(|o| o.host == host) {
+                return cx.err("vhost.host", v.host.span(), format_args!("\"{host}\" is listed twice"));
+            }
+            if v.root.get_ref().is_empty() {
+                return cx.err("vhost.root", v.root.span(), "must not be empty");
+            }
+            out.push(crate::config::VirtualHost { host, root: base.join(v.root.get_ref()) });
+        }
+        cfg.vhosts = out;
+    }
+
+    if let Some(rules) = raw.throttle {
+        let mut out = Vec::new();
+        for t in rules {
+            let max = cx.rate("throttle.max", &t.max)?;
+            let min = match &t.min {
+                Some(m) => cx.rate("throttle.min", m)?,
+                None => 0,
+            };
+            if max == 0 || min > max {
+                return cx.err("throttle.max", t.max.span(), "must be more than 0 and at least min");
+            }
+            out.push(crate::thttpd::throttle::ThrottleRule {
+                pattern: crate::glob::Pattern::new(t.pattern.get_ref()),
+                min,
+                max,
+            });
+        }
+        cfg.throttles = out;
     }
 
     if let Some(m) = raw.mime {
@@ -495,6 +693,33 @@ mod tests {
     }
 
     #[test]
+    fn sections_of_later_features() {
+        let c = load(
+            "[http]\nmax_age = 60\nlimit_rate = \"100KiB/s\"\n[compression]\nprecompressed = [\"gzip\"]\n\
+             [listing]\nenabled = true\n[errors]\n404 = \"errors/404.html\"\n\
+             [[headers]]\nmatch = \"/assets/**\"\ncache_control = \"public, max-age=31536000, immutable\"\n\
+             headers = { \"X-Frame-Options\" = \"DENY\" }\n\
+             [[vhost]]\nhost = \"A.example\"\nroot = \"a\"\n[[throttle]]\npattern = \"**.mp4\"\nmax = \"200KiB/s\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.max_age, Some(60));
+        assert_eq!(c.limit_rate, 100 * 1024);
+        assert_eq!(c.precompressed, vec![crate::http::encoding::Encoding::Gzip]);
+        assert!(c.listing);
+        assert_eq!(c.error_pages.get(&404).map(String::as_str), Some("/errors/404.html"));
+        assert_eq!(c.header_rules.len(), 1);
+        assert_eq!(c.header_rules[0].headers, vec![("X-Frame-Options".to_string(), "DENY".to_string())]);
+        assert_eq!(c.vhosts[0].host, "a.example");
+        assert_eq!(c.vhosts[0].root, Path::new("/etc/a"));
+        assert_eq!(c.throttles[0].max, 200 * 1024);
+        assert!(load("[errors]\n200 = \"x.html\"\n").is_err());
+        assert!(load("[compression]\nprecompressed = [\"lzma\"]\n").is_err());
+        assert!(load("[[headers]]\nheaders = { \"X\" = \"a\\nb\" }\n").is_err());
+        assert!(load("[[throttle]]\npattern = \"**\"\nmax = \"fast\"\n").is_err());
+        assert!(load("[[vhost]]\nhost = \"a:80\"\nroot = \"a\"\n").is_err());
+    }
+
+    #[test]
     fn shipped_config_is_valid_and_matches_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/ferrohttpd.toml");
         let text = std::fs::read_to_string(&path).unwrap();
@@ -520,6 +745,19 @@ mod tests {
         assert_eq!(c.cache_revalidate, d.cache_revalidate);
         assert_eq!(c.cache_negative, d.cache_negative);
         assert_eq!(c.cache_preload, d.cache_preload);
+        assert_eq!(c.max_age, d.max_age);
+        assert_eq!(c.max_ranges, d.max_ranges);
+        assert_eq!(c.precompressed, d.precompressed);
+        assert_eq!(c.listing, d.listing);
+        assert_eq!(c.listing_max_entries, d.listing_max_entries);
+        assert_eq!(c.limit_rate, d.limit_rate);
+        assert_eq!(c.limit_rate_after, d.limit_rate_after);
+        assert_eq!(c.min_send_rate, d.min_send_rate);
+        assert_eq!(c.max_connections_per_ip, d.max_connections_per_ip);
+        assert_eq!(c.pid_file, d.pid_file);
+        assert_eq!(c.status_path, d.status_path);
+        assert_eq!(c.status_allow, d.status_allow);
+        assert_eq!(c.workers, d.workers);
         assert_eq!(c.index, d.index);
         assert_eq!(c.dotfiles, d.dotfiles);
         assert_eq!(c.symlinks, d.symlinks);

@@ -60,6 +60,8 @@ pub struct FileEntry {
     /// mtime as seconds, unless it is 0 or 1 (reproducible-build stores).
     pub last_modified_secs: Option<u64>,
     pub last_modified: Option<Box<str>>,
+    /// Permission bits (thttpd mode serves only world-readable files).
+    pub mode: u32,
     pub body: Body,
 }
 
@@ -73,10 +75,18 @@ impl FileEntry {
     }
 }
 
+/// A directory without an index file (listed, or refused, by the caller).
+pub struct DirEntry {
+    /// The open directory, for reading its entries relative to it.
+    pub dir: File,
+    pub mode: u32,
+}
+
 /// The cached outcome of resolving a path.
 #[derive(Clone)]
 pub enum Lookup {
     File(Rc<FileEntry>),
+    Directory(Rc<DirEntry>),
     /// A directory without its trailing slash.
     Redirect,
     /// A refusal with this status (403, 404).
@@ -120,6 +130,8 @@ pub struct FileCache {
     head: usize,
     tail: usize,
     mapped: u64,
+    /// Scratch for building keys.
+    key: String,
     pub stats: CacheStats,
 }
 
@@ -132,6 +144,7 @@ impl FileCache {
             head: NIL,
             tail: NIL,
             mapped: 0,
+            key: String::new(),
             stats: CacheStats::default(),
         }
     }
@@ -149,21 +162,47 @@ impl FileCache {
         self.mapped
     }
 
-    /// Looks `path` (normalized) up, resolving it when it is not cached or is due for
-    /// revalidation. Errors that are not worth caching (400, 500) come back as `Err`.
+    /// Looks `path` (normalized) up under `root`, resolving it when it is not cached or is
+    /// due for revalidation. `space` keeps the keys of different roots apart (0 for the main
+    /// root, 1.. for virtual hosts). Errors not worth caching (400, 500) come back as `Err`.
+    #[allow(clippy::too_many_arguments)]
     pub fn get(
         &mut self,
         root: &DocRoot,
+        space: usize,
         path: &str,
         opts: &ResolveOptions<'_>,
         mime: &MimeTypes,
         now: Instant,
         now_secs: u64,
     ) -> Result<Lookup, ResolveError> {
-        if let Some(&i) = self.map.get(path) {
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        if space > 0 {
+            key.push_str(itoa::Buffer::new().format(space));
+            key.push('\0');
+        }
+        key.push_str(path);
+        let result = self.get_keyed(root, &key, path, opts, mime, now, now_secs);
+        self.key = key;
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn get_keyed(
+        &mut self,
+        root: &DocRoot,
+        key: &str,
+        path: &str,
+        opts: &ResolveOptions<'_>,
+        mime: &MimeTypes,
+        now: Instant,
+        now_secs: u64,
+    ) -> Result<Lookup, ResolveError> {
+        if let Some(&i) = self.map.get(key) {
             let slot = &self.slots[i];
             let ttl = match slot.value {
-                Lookup::File(_) => self.cfg.revalidate,
+                Lookup::File(_) | Lookup::Directory(_) => self.cfg.revalidate,
                 Lookup::Redirect | Lookup::Status(_) => self.cfg.negative,
             };
             if now.saturating_duration_since(slot.checked) < ttl {
@@ -185,16 +224,16 @@ impl FileCache {
             }
             self.remove(i);
             self.stats.misses += 1;
-            return self.insert_resolved(path, fresh, mime, now, now_secs);
+            return self.insert_resolved(key, fresh, mime, now, now_secs);
         }
         self.stats.misses += 1;
         let fresh = resolve::resolve(root, path, opts);
-        self.insert_resolved(path, fresh, mime, now, now_secs)
+        self.insert_resolved(key, fresh, mime, now, now_secs)
     }
 
     fn insert_resolved(
         &mut self,
-        path: &str,
+        key: &str,
         fresh: Result<Resolved, ResolveError>,
         mime: &MimeTypes,
         now: Instant,
@@ -207,6 +246,9 @@ impl FileCache {
                 (Lookup::File(Rc::new(entry)), mapped)
             }
             Ok(Resolved::Redirect) => (Lookup::Redirect, 0),
+            Ok(Resolved::Directory { dir, meta }) => {
+                (Lookup::Directory(Rc::new(DirEntry { dir, mode: meta.mode() })), 0)
+            }
             Err(e @ (ResolveError::NotFound | ResolveError::Forbidden)) => (Lookup::Status(e.status()), 0),
             Err(e) => return Err(e),
         };
@@ -219,7 +261,7 @@ impl FileCache {
             }
             self.remove(self.tail);
         }
-        let key: Box<str> = path.into();
+        let key: Box<str> = key.into();
         let i = self.slots.insert(Slot {
             key: key.clone(),
             value: value.clone(),
@@ -269,6 +311,7 @@ impl FileCache {
             etag: etag.into_boxed_str(),
             last_modified_secs,
             last_modified,
+            mode: meta.mode(),
             body,
         })
     }
@@ -353,7 +396,7 @@ impl FileCache {
                     if self.slots.len() >= self.cfg.max_entries {
                         return loaded;
                     }
-                    if let Ok(Lookup::File(_)) = self.get(root, &url, opts, mime, now, now_secs) {
+                    if let Ok(Lookup::File(_)) = self.get(root, 0, &url, opts, mime, now, now_secs) {
                         loaded += 1;
                     }
                 }
@@ -406,16 +449,16 @@ mod tests {
         let (_d, root, mime) = setup();
         let mut c = FileCache::new(cfg());
         let now = Instant::now();
-        let e = file(c.get(&root, "/a.txt", &opts(), &mime, now, 2_000_000_000));
+        let e = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 2_000_000_000));
         assert!(matches!(e.body, Body::Mapped(_)));
         assert_eq!(&*e.content_type, "text/plain; charset=utf-8");
-        let e2 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 2_000_000_000));
+        let e2 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 2_000_000_000));
         assert!(Rc::ptr_eq(&e, &e2));
         assert_eq!((c.stats.hits, c.stats.misses), (1, 1));
-        assert!(matches!(file(c.get(&root, "/big.bin", &opts(), &mime, now, 0)).body, Body::Fd(_)));
-        assert!(matches!(file(c.get(&root, "/empty", &opts(), &mime, now, 0)).body, Body::Empty));
-        assert!(matches!(c.get(&root, "/d", &opts(), &mime, now, 0), Ok(Lookup::Redirect)));
-        assert!(matches!(c.get(&root, "/nope", &opts(), &mime, now, 0), Ok(Lookup::Status(404))));
+        assert!(matches!(file(c.get(&root, 0, "/big.bin", &opts(), &mime, now, 0)).body, Body::Fd(_)));
+        assert!(matches!(file(c.get(&root, 0, "/empty", &opts(), &mime, now, 0)).body, Body::Empty));
+        assert!(matches!(c.get(&root, 0, "/d", &opts(), &mime, now, 0), Ok(Lookup::Redirect)));
+        assert!(matches!(c.get(&root, 0, "/nope", &opts(), &mime, now, 0), Ok(Lookup::Status(404))));
         assert_eq!(c.len(), 5);
         assert_eq!(c.mapped_bytes(), 5);
     }
@@ -428,17 +471,17 @@ mod tests {
         cf.negative = Duration::ZERO;
         let mut c = FileCache::new(cf);
         let now = Instant::now();
-        let e1 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 0));
-        let e2 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 0));
+        let e1 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0));
+        let e2 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0));
         assert!(Rc::ptr_eq(&e1, &e2), "unchanged file keeps its entry");
         // Replace by rename: new inode.
         std::fs::write(d.path().join("tmp"), b"changed!").unwrap();
         std::fs::rename(d.path().join("tmp"), d.path().join("a.txt")).unwrap();
-        let e3 = file(c.get(&root, "/a.txt", &opts(), &mime, now, 0));
+        let e3 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0));
         assert_eq!(e3.size, 8);
         assert_ne!(e1.etag, e3.etag);
         std::fs::remove_file(d.path().join("a.txt")).unwrap();
-        assert!(matches!(c.get(&root, "/a.txt", &opts(), &mime, now, 0), Ok(Lookup::Status(404))));
+        assert!(matches!(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0), Ok(Lookup::Status(404))));
         // The old entry is still usable by whoever holds it.
         assert_eq!(e1.size, 5);
     }
@@ -450,11 +493,11 @@ mod tests {
         cf.negative = Duration::from_millis(50);
         let mut c = FileCache::new(cf);
         let t0 = Instant::now();
-        assert!(matches!(c.get(&root, "/new", &opts(), &mime, t0, 0), Ok(Lookup::Status(404))));
+        assert!(matches!(c.get(&root, 0, "/new", &opts(), &mime, t0, 0), Ok(Lookup::Status(404))));
         std::fs::write(d.path().join("new"), b"x").unwrap();
-        assert!(matches!(c.get(&root, "/new", &opts(), &mime, t0, 0), Ok(Lookup::Status(404))), "cached miss");
+        assert!(matches!(c.get(&root, 0, "/new", &opts(), &mime, t0, 0), Ok(Lookup::Status(404))), "cached miss");
         let later = t0 + Duration::from_millis(60);
-        assert!(matches!(c.get(&root, "/new", &opts(), &mime, later, 0), Ok(Lookup::File(_))));
+        assert!(matches!(c.get(&root, 0, "/new", &opts(), &mime, later, 0), Ok(Lookup::File(_))));
     }
 
     #[test]
@@ -469,16 +512,16 @@ mod tests {
         let mut c = FileCache::new(cf);
         let now = Instant::now();
         for i in 0..10 {
-            file(c.get(&root, &format!("/f{i}"), &opts(), &mime, now, 0));
+            file(c.get(&root, 0, &format!("/f{i}"), &opts(), &mime, now, 0));
             assert!(c.len() <= 4);
             assert!(c.mapped_bytes() <= 250);
         }
         // The most recent two fit in 250 bytes.
         assert_eq!(c.mapped_bytes(), 200);
         let before = c.stats.misses;
-        file(c.get(&root, "/f9", &opts(), &mime, now, 0));
+        file(c.get(&root, 0, "/f9", &opts(), &mime, now, 0));
         assert_eq!(c.stats.misses, before, "most recent entry is a hit");
-        file(c.get(&root, "/f0", &opts(), &mime, now, 0));
+        file(c.get(&root, 0, "/f0", &opts(), &mime, now, 0));
         assert_eq!(c.stats.misses, before + 1, "evicted entry is a miss");
     }
 
@@ -488,7 +531,7 @@ mod tests {
         let f = File::options().write(true).open(d.path().join("a.txt")).unwrap();
         f.set_modified(UNIX_EPOCH + Duration::from_secs(1)).unwrap();
         let mut c = FileCache::new(cfg());
-        let e = file(c.get(&root, "/a.txt", &opts(), &mime, Instant::now(), 0));
+        let e = file(c.get(&root, 0, "/a.txt", &opts(), &mime, Instant::now(), 0));
         assert!(e.last_modified.is_none());
     }
 

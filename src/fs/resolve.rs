@@ -272,6 +272,9 @@ pub enum Resolved {
     /// A directory was requested without its trailing slash; the caller answers 301 to the
     /// slash form.
     Redirect,
+    /// A directory requested with its trailing slash that has no index file; the caller
+    /// lists it (when listings are on) or answers 403.
+    Directory { dir: File, meta: Metadata },
 }
 
 /// Map a normalized path (from [`normalize`]) to a file under the root.
@@ -361,8 +364,8 @@ fn resolve_with(
     let base = open_with_policy(root, rel, opts.symlinks, backend)?;
     let meta = base.metadata().map_err(map_io)?;
     if meta.is_dir() {
-        // No index file. (Directory listings, when added, start here.)
-        Err(ResolveError::Forbidden)
+        // No index file: the caller lists the directory or refuses it.
+        Ok(Resolved::Directory { dir: base, meta })
     } else {
         Err(ResolveError::NotFound)
     }
@@ -946,6 +949,7 @@ mod tests {
     enum Got {
         File(String, String),
         Redirect,
+        Directory,
         Status(u16),
     }
 
@@ -958,6 +962,10 @@ mod tests {
                 Got::File(url_path, body)
             }
             Ok(Resolved::Redirect) => Got::Redirect,
+            Ok(Resolved::Directory { meta, .. }) => {
+                assert!(meta.is_dir());
+                Got::Directory
+            }
             Err(err) => Got::Status(err.status()),
         }
     }
@@ -1043,9 +1051,9 @@ mod tests {
     }
 
     #[test]
-    fn root_without_index_is_forbidden_and_with_index_is_served() {
+    fn root_without_index_is_a_directory_and_with_index_is_served() {
         let t = tree();
-        assert_eq!(get(&t, "/", WithinRoot, DenyDots), Got::Status(403));
+        assert_eq!(get(&t, "/", WithinRoot, DenyDots), Got::Directory);
         write(&t.root_path.join("index.html"), "root index");
         for p in ALL_POLICIES {
             assert_eq!(get(&t, "/", p, DenyDots), file("/index.html", "root index"));
@@ -1053,10 +1061,10 @@ mod tests {
     }
 
     #[test]
-    fn directory_without_index_is_forbidden() {
+    fn directory_without_index_is_handed_back() {
         let t = tree();
         for p in ALL_POLICIES {
-            assert_eq!(get(&t, "/empty/", p, DenyDots), Got::Status(403));
+            assert_eq!(get(&t, "/empty/", p, DenyDots), Got::Directory);
         }
     }
 
@@ -1072,7 +1080,7 @@ mod tests {
         }
         // No index names at all: every directory is "no index".
         let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &[] };
-        assert_eq!(summarize(resolve(&t.root, "/sub/", &opts)), Got::Status(403));
+        assert_eq!(summarize(resolve(&t.root, "/sub/", &opts)), Got::Directory);
     }
 
     #[test]

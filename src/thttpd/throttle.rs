@@ -194,7 +194,10 @@ impl Throttles {
                 break;
             }
             if st.rule.pattern.matches(path) {
-                if st.rate > st.rule.max.saturating_mul(2) || st.rate < st.rule.min {
+                // The minimum only applies while transfers are running under the rule: on an
+                // idle rule the rolling rate is 0, and thttpd's literal test would refuse
+                // every first request of a pattern with a minimum.
+                if st.rate > st.rule.max.saturating_mul(2) || (st.sending > 0 && st.rate < st.rule.min) {
                     return Err(());
                 }
                 adm.push(i);
@@ -531,10 +534,13 @@ mod tests {
     #[test]
     fn below_the_minimum_is_refused() {
         let mut t = Throttles::new(vec![rule("**", 2000, 100_000), rule("**.jpg", 0, 50)]);
-        // thttpd's rule: the rate starts at 0, below the minimum.
-        assert_eq!(t.admit("/a.html"), Err(()));
-        // A rule refusing stops the whole admission, even if another rule would admit.
+        // An idle rule admits: its rate is 0 only because nothing runs under it.
+        let first = t.admit("/a.html").unwrap();
+        // While a transfer runs and the rate is below the minimum, new ones are refused, and
+        // a rule refusing stops the whole admission even if another rule would admit.
+        assert_eq!(t.admit("/b.html"), Err(()));
         assert_eq!(t.admit("/a.jpg"), Err(()));
+        t.finish(&first);
         assert!(t.status().all(|s| s.sending == 0));
         let mut t = Throttles::new(vec![rule("**", 2000, 100_000)]);
         // Pretend traffic under the rule (as sent before the rate fell).
@@ -545,7 +551,9 @@ mod tests {
         assert!(t.admit("/b").map(|b| t.finish(&b)).is_ok());
         t.update(Duration::from_secs(2)); // 2777
         t.update(Duration::from_secs(2)); // 1851 < 2000
-        assert_eq!(t.admit("/c"), Err(()));
+        assert_eq!(t.admit("/c"), Err(()), "below the minimum with a transfer running");
+        t.finish(&a);
+        assert!(t.admit("/d").is_ok(), "nothing is running under the rule");
     }
 
     #[test]

@@ -29,14 +29,16 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
-use crate::fs::cache::{self, FileEntry, Lookup};
-use crate::fs::resolve;
+mod serve;
+
+use crate::fs::cache::{self, FileEntry};
+use crate::http::range::ByteRange;
 use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
-use crate::http::response::{error_body, Head};
+use crate::http::response::Head;
 use crate::log::{Pending, Record, RequestLine};
 use crate::server::Ctx;
-use crate::status;
 use crate::sys;
+use crate::thttpd::throttle::{Admission, RateLimiter};
 
 /// Bytes one connection may write per wake-up before others get their turn.
 const WRITE_BUDGET: usize = 1024 * 1024;
@@ -79,6 +81,15 @@ pub enum Drive {
     Yield,
     /// Close the connection now.
     Close,
+    /// A rate limit holds the response back: drive again at this time.
+    Sleep(Instant),
+}
+
+/// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
+/// of the representation (none for the closing delimiter).
+struct Part {
+    framing: Vec<u8>,
+    range: Option<ByteRange>,
 }
 
 /// The body part of the output queue.
@@ -123,6 +134,7 @@ enum WriteResult {
     Blocked,
     Budget,
     Closed,
+    Sleep(Instant),
 }
 
 pub struct Conn {
@@ -153,6 +165,16 @@ pub struct Conn {
     /// Status of the response being sent, and when sending started.
     status: u16,
     send_started: Instant,
+    /// Remaining parts of a multipart response (last part first) and their representation.
+    parts: Vec<Part>,
+    rep: Option<Rc<FileEntry>>,
+    /// The authenticated user and the virtual host of the current request, for the log.
+    user: Option<String>,
+    vhost: Option<String>,
+    /// The throttle rules this transfer counts against, with its share of their rate.
+    throttle: Option<(Admission, RateLimiter)>,
+    /// The per-connection rate limit (`limit_rate`).
+    limit: Option<RateLimiter>,
 }
 
 impl Conn {
@@ -180,6 +202,12 @@ impl Conn {
             lingered: 0,
             status: 0,
             send_started: cx.clock.now,
+            parts: Vec::new(),
+            rep: None,
+            user: None,
+            vhost: None,
+            throttle: None,
+            limit: None,
         }
     }
 
@@ -228,12 +256,28 @@ impl Conn {
         self.close_after = true;
     }
 
-    /// Gives buffers back to the pools before the connection is dropped.
+    /// Gives buffers back to the pools, and throttle shares back, before the connection is
+    /// dropped.
     pub fn release(&mut self, cx: &mut Ctx) {
         if let Some(b) = self.rbuf.take() {
             cx.put_rbuf(b);
         }
+        self.end_transfer(cx);
+    }
+
+    /// Releases everything that belongs to the response just sent (or abandoned).
+    fn end_transfer(&mut self, cx: &mut Ctx) {
         self.release_body(cx);
+        for part in self.parts.drain(..) {
+            cx.put_body(part.framing);
+        }
+        self.rep = None;
+        if let Some((adm, _)) = self.throttle.take() {
+            cx.throttles.finish(&adm);
+        }
+        self.limit = None;
+        self.user = None;
+        self.vhost = None;
     }
 
     fn release_body(&mut self, cx: &mut Ctx) {
@@ -251,6 +295,9 @@ impl Conn {
             match self.phase {
                 Phase::Send => match self.write(cx, &mut budget) {
                     WriteResult::Done => {
+                        if self.next_part(cx) {
+                            continue;
+                        }
                         self.finish_response(cx);
                         if self.close_after {
                             return self.close(cx);
@@ -259,6 +306,7 @@ impl Conn {
                     WriteResult::Blocked => return Drive::Wait,
                     WriteResult::Budget => return Drive::Yield,
                     WriteResult::Closed => return Drive::Close,
+                    WriteResult::Sleep(t) => return Drive::Sleep(t),
                 },
                 Phase::Linger => return self.linger(cx),
                 Phase::Idle | Phase::Head => {
@@ -444,136 +492,17 @@ impl Conn {
                 h.finish(keep, req.minor);
                 204
             }
-            _ => self.error_response(cx, 405, req.minor, req.method == Method::Head),
+            _ => self.simple_response(cx, 405, req, None),
         };
         self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
         self.start_send(cx, status);
-    }
-
-    /// The status endpoint, for allowed client addresses only.
-    fn status_page(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
-        let head_only = req.method == Method::Head;
-        if !cx.cfg.status_allow.iter().any(|n| n.contains(self.peer)) {
-            return self.error_response(cx, 403, req.minor, head_only);
-        }
-        let format = status::Format::from_query(req.query);
-        let mut buf = cx.take_body();
-        cx.render_status(format, &mut buf);
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
-        h.field("Content-Type", format.content_type().as_bytes());
-        h.number("Content-Length", buf.len() as u64);
-        h.field("Cache-Control", b"no-store");
-        h.finish(!self.close_after, req.minor);
-        if head_only {
-            cx.put_body(buf);
-        } else {
-            self.body = Body::Mem { buf, pos: 0 };
-        }
-        200
-    }
-
-    /// Serves GET/HEAD; returns the status queued.
-    fn serve_file(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
-        let head_only = req.method == Method::Head;
-        if req.path == "*" {
-            return self.error_response(cx, 400, req.minor, head_only);
-        }
-        let mut path = std::mem::take(&mut cx.path);
-        let looked_up = resolve::normalize(req.path.as_bytes(), &mut path).and_then(|()| {
-            let opts =
-                resolve::ResolveOptions { symlinks: cx.cfg.symlinks, dotfiles: cx.cfg.dotfiles, index: &cx.cfg.index };
-            cx.cache.get(&cx.root, &path, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs())
-        });
-        let status = match looked_up {
-            Ok(Lookup::File(entry)) => self.file_response(cx, req, entry),
-            Ok(Lookup::Redirect) => {
-                let mut loc = Vec::with_capacity(req.path.len() + 2 + req.query.map_or(0, str::len));
-                loc.extend_from_slice(req.path.as_bytes());
-                loc.push(b'/');
-                if let Some(q) = req.query {
-                    loc.push(b'?');
-                    loc.extend_from_slice(q.as_bytes());
-                }
-                self.error_response_with(cx, 301, req.minor, head_only, Some(("Location", &loc)))
-            }
-            Ok(Lookup::Status(status)) => self.error_response(cx, status, req.minor, head_only),
-            Err(e) => {
-                if let resolve::ResolveError::Io(err) = &e {
-                    cx.errors.log(
-                        cx.clock.log_date(),
-                        format_args!("open {:?} (root {}): {err}", path, cx.root.path().display()),
-                    );
-                }
-                self.error_response(cx, e.status(), req.minor, head_only)
-            }
-        };
-        cx.path = path;
-        status
-    }
-
-    fn file_response(&mut self, cx: &mut Ctx, req: &Request<'_>, entry: Rc<FileEntry>) -> u16 {
-        let head_only = req.method == Method::Head;
-        let size = entry.size;
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
-        h.field("Content-Type", entry.content_type.as_bytes());
-        h.number("Content-Length", size);
-        if let Some(lm) = &entry.last_modified {
-            h.field("Last-Modified", lm.as_bytes());
-        }
-        h.field("ETag", entry.etag.as_bytes());
-        h.finish(!self.close_after, req.minor);
-        if !head_only {
-            self.body = match &entry.body {
-                cache::Body::Empty => Body::None,
-                cache::Body::Mapped(_) => Body::Mapped { end: size as usize, entry, pos: 0 },
-                cache::Body::Fd(_) => {
-                    let stage = (!cx.cfg.sendfile).then(|| Staged { buf: cx.take_body(), pos: 0 });
-                    Body::File { entry, pos: 0, end: size, stage }
-                }
-            };
-        }
-        200
-    }
-
-    /// Queues an error (or other bodyless-by-nature) response with the small HTML body.
-    fn error_response(&mut self, cx: &mut Ctx, status: u16, minor: u8, head_only: bool) -> u16 {
-        self.error_response_with(cx, status, minor, head_only, None)
-    }
-
-    fn error_response_with(
-        &mut self,
-        cx: &mut Ctx,
-        status: u16,
-        minor: u8,
-        head_only: bool,
-        extra: Option<(&str, &[u8])>,
-    ) -> u16 {
-        self.release_body(cx);
-        let mut buf = cx.take_body();
-        error_body(&mut buf, status);
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
-        h.field("Content-Type", b"text/html; charset=utf-8");
-        h.number("Content-Length", buf.len() as u64);
-        if status == 405 {
-            h.field("Allow", ALLOW);
-        }
-        if let Some((name, value)) = extra {
-            h.field(name, value);
-        }
-        h.finish(!self.close_after, minor);
-        if head_only {
-            cx.put_body(buf);
-        } else {
-            self.body = Body::Mem { buf, pos: 0 };
-        }
-        status
     }
 
     /// Answers a request that cannot be trusted, and closes after the response.
     fn reject(&mut self, cx: &mut Ctx, rej: Reject, line: RequestLine<'_>) {
         self.close_after = true;
         self.discard = Discard::None;
-        self.error_response(cx, rej.status, 1, false);
+        self.simple_response_raw(cx, rej.status, 1, false, None);
         self.begin_log(cx, rej.status, line, None, None);
         self.start_send(cx, rej.status);
     }
@@ -587,8 +516,8 @@ impl Conn {
                 status,
                 referer,
                 user_agent: ua,
-                user: None,
-                vhost: None,
+                user: self.user.as_deref(),
+                vhost: self.vhost.as_deref(),
             };
             cx.access.begin(&mut self.log, &rec);
         }
@@ -608,7 +537,7 @@ impl Conn {
             cx.access.finish(&self.log, self.body_sent, cx.clock.now);
         }
         cx.counters.response(self.status, self.body_sent);
-        self.release_body(cx);
+        self.end_transfer(cx);
         self.served += 1;
         self.phase = Phase::Idle;
         self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
@@ -624,6 +553,7 @@ impl Conn {
             if *budget == 0 {
                 return WriteResult::Budget;
             }
+            let (cap, wake) = self.rate_cap(cx);
             let head = &self.head[self.head_pos..];
             let (result, body_part) = match &mut self.body {
                 Body::None if head.is_empty() => return WriteResult::Done,
@@ -638,9 +568,15 @@ impl Conn {
                     if head.is_empty() && *pos == *end {
                         return WriteResult::Done;
                     }
+                    let stop = (*end).min(pos.saturating_add(cap));
+                    if head.is_empty() && stop == *pos {
+                        if let Some(t) = wake {
+                            return WriteResult::Sleep(t);
+                        }
+                    }
                     let cache::Body::Mapped(map) = &entry.body else { return WriteResult::Closed };
                     // Only a pointer into the mapping is taken here; the kernel does the reading.
-                    (sys::send2(fd, head, &map[*pos..*end], false), true)
+                    (sys::send2(fd, head, &map[*pos..stop], false), true)
                 }
                 Body::File { entry, pos, end, stage } => {
                     let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };
@@ -669,12 +605,23 @@ impl Conn {
                                 }
                             }
                         }
-                        (sys::send2(fd, head, &st.buf[st.pos..], false), true)
+                        let stop = st.buf.len().min(st.pos.saturating_add(cap));
+                        if head.is_empty() && stop == st.pos {
+                            if let Some(t) = wake {
+                                return WriteResult::Sleep(t);
+                            }
+                        }
+                        (sys::send2(fd, head, &st.buf[st.pos..stop], false), true)
                     } else if !head.is_empty() {
                         // The head first, flagged so it leaves together with the file data.
                         (sys::send2(fd, head, &[], true), false)
                     } else {
-                        let count = ((*end - *pos).min(SENDFILE_CHUNK as u64) as usize).min(*budget);
+                        let count = ((*end - *pos).min(SENDFILE_CHUNK as u64) as usize).min(*budget).min(cap);
+                        if count == 0 {
+                            if let Some(t) = wake {
+                                return WriteResult::Sleep(t);
+                            }
+                        }
                         match sys::sendfile(fd, file.as_raw_fd(), pos, count) {
                             Ok(0) => return self.truncated(cx),
                             other => (other, true),
@@ -686,7 +633,8 @@ impl Conn {
                 Ok(n) => {
                     *budget = budget.saturating_sub(n);
                     self.deadline = cx.clock.now + cx.cfg.send_timeout;
-                    self.advance(n, body_part);
+                    let body = self.advance(n, body_part);
+                    self.charge(cx, body);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.writable = false;
@@ -704,12 +652,51 @@ impl Conn {
         }
     }
 
-    /// Moves the cursors past `n` sent bytes: head first, then body.
-    fn advance(&mut self, n: usize, body_part: bool) {
+    /// Bytes the rate limits (throttle share, `limit_rate`) allow now, `usize::MAX` without
+    /// limits; when nothing is allowed, also when to try again.
+    fn rate_cap(&mut self, cx: &mut Ctx) -> (usize, Option<Instant>) {
+        let now = cx.clock.now;
+        let mut cap = u64::MAX;
+        let mut wake: Option<Instant> = None;
+        let mut apply = |lim: &mut RateLimiter| {
+            let allowed = lim.allowed(now, u64::MAX);
+            if allowed == 0 {
+                let chunk = (lim.rate() / 10).clamp(1, 4096);
+                let t = lim.next_at(now, chunk).unwrap_or(now + Duration::from_millis(10));
+                wake = Some(wake.map_or(t, |w| w.max(t)));
+            }
+            cap = cap.min(allowed);
+        };
+        if let Some((adm, lim)) = &mut self.throttle {
+            lim.set_rate(cx.throttles.allowance(adm));
+            apply(lim);
+        }
+        if let Some(lim) = &mut self.limit {
+            apply(lim);
+        }
+        (usize::try_from(cap).unwrap_or(usize::MAX), wake)
+    }
+
+    /// Counts body bytes sent against the rate limits.
+    fn charge(&mut self, cx: &mut Ctx, body: u64) {
+        if body == 0 {
+            return;
+        }
+        if let Some((adm, lim)) = &mut self.throttle {
+            lim.consume(body);
+            cx.throttles.sent(adm, body);
+        }
+        if let Some(lim) = &mut self.limit {
+            lim.consume(body);
+        }
+    }
+
+    /// Moves the cursors past `n` sent bytes: head first, then body. Returns the body bytes.
+    fn advance(&mut self, n: usize, body_part: bool) -> u64 {
         let from_head = n.min(self.head.len() - self.head_pos);
         self.head_pos += from_head;
         if !body_part {
-            return;
+            return 0;
         }
         let rest = n - from_head;
         self.body_sent += rest as u64;
@@ -720,6 +707,7 @@ impl Conn {
             // sendfile advanced the file offset itself.
             Body::File { stage: None, .. } | Body::None => {}
         }
+        rest as u64
     }
 
     /// The file shrank while being sent (sendfile hit its end early, or the kernel faulted

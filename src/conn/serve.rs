@@ -1,0 +1,617 @@
+//! What to answer to a valid GET or HEAD: the request pipeline, in order.
+//!
+//! 1. **Target**: percent-decode and normalize the path (`fs::resolve::normalize`); pick the
+//!    virtual host (TOML `[[vhost]]` roots, or thttpd's `-v` host directories).
+//! 2. **Policy**: the referrer check (thttpd `urlpat`), then the file cache lookup, which
+//!    applies the dotfile and symlink policies and finds index files.
+//! 3. **Security**: `.htpasswd` is never served; thttpd mode serves only world-readable,
+//!    non-executable files; `.htpasswd` Basic authentication where configured; throttles.
+//! 4. **Representation**: a precompressed sibling (`x.br`, `x.zst`, `x.gz`) when the client
+//!    accepts it and it is at least as new as the file.
+//! 5. **Preconditions** (RFC 9110 §13.2.2) → 304 or 412; then **Range** → 206 (one part or
+//!    `multipart/byteranges`) or 416; else 200.
+//! 6. **Headers**: validators, `Cache-Control`/`Expires` (`max_age`, `[[headers]]` rules),
+//!    extra headers, `Vary`. Errors use custom pages where configured (`[errors]`, or
+//!    thttpd's `errors/errNNN.html`).
+//!
+//! Everything here only decides and queues; the connection's writer sends.
+
+use std::fmt::Write as _;
+use std::os::fd::AsFd;
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::{Body, Conn, Part, Staged, ALLOW};
+use crate::fs::cache::{self, DirEntry, FileEntry, Lookup};
+use crate::fs::listing;
+use crate::fs::resolve::{self, DotfilePolicy, ResolveError};
+use crate::http::conditional::{self, Conditions, Outcome, Validators};
+use crate::http::encoding::{self, Encoding};
+use crate::http::range::{self, ByteRange, Multipart, RangeSpec};
+use crate::http::request::{Method, Request};
+use crate::http::response::{error_body, Head};
+use crate::server::Ctx;
+use crate::status;
+use crate::thttpd::auth::{self, AuthResult};
+use crate::thttpd::throttle::RateLimiter;
+
+/// Content types worth looking for precompressed siblings of.
+fn compressible(content_type: &str) -> bool {
+    content_type.starts_with("text/")
+        || content_type.starts_with("application/json")
+        || content_type.starts_with("application/javascript")
+        || content_type.starts_with("application/xml")
+        || content_type.starts_with("application/xhtml+xml")
+        || content_type.starts_with("application/manifest+json")
+        || content_type.starts_with("application/ld+json")
+        || content_type.starts_with("application/wasm")
+        || content_type.starts_with("image/svg+xml")
+        || content_type.starts_with("image/vnd.microsoft.icon")
+        || content_type.starts_with("application/atom+xml")
+        || content_type.starts_with("application/rss+xml")
+}
+
+/// Which document root and cache key space a request uses.
+struct Site {
+    /// Index into `cx.vroots`, or None for the main root.
+    root: Option<usize>,
+    /// Prefix of the URL path under the root (thttpd `-v`: "/host"), for files and logs.
+    prefix: String,
+}
+
+impl Conn {
+    /// Serves GET/HEAD; returns the status queued.
+    pub(super) fn serve_file(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+        if req.path == "*" {
+            return self.error_response(cx, 400, req, None);
+        }
+        let mut path = std::mem::take(&mut cx.path);
+        let status = match resolve::normalize(req.path.as_bytes(), &mut path) {
+            Ok(()) => self.serve_path(cx, req, &mut path),
+            Err(e) => self.error_response(cx, e.status(), req, None),
+        };
+        cx.path = path;
+        status
+    }
+
+    fn serve_path(&mut self, cx: &mut Ctx, req: &Request<'_>, path: &mut String) -> u16 {
+        let site = match self.site(cx, req) {
+            Ok(s) => s,
+            Err(status) => return self.error_response(cx, status, req, None),
+        };
+        if let Some(policy) = &cx.referer {
+            let host = req.host.and_then(|h| std::str::from_utf8(h).ok()).map(strip_port);
+            if !policy.allowed(path, req.referer, host) {
+                return self.error_response(cx, 403, req, Some(&site));
+            }
+        }
+        if !site.prefix.is_empty() {
+            path.insert_str(0, &site.prefix);
+        }
+        match self.lookup(cx, &site, path) {
+            Ok(Lookup::File(entry)) => {
+                if let Err(status) = self.check_access(cx, req, &entry.url_path, entry.mode, &site) {
+                    return status;
+                }
+                self.file_response(cx, req, entry, &site)
+            }
+            Ok(Lookup::Directory(dir)) => {
+                if let Err(status) = self.check_access(cx, req, path, dir.mode | 0o444, &site) {
+                    return status;
+                }
+                let listable = cx.cfg.listing || (cx.cfg.thttpd.enabled && dir.mode & 0o004 != 0);
+                if listable {
+                    self.listing_response(cx, req, &dir, path, &site)
+                } else {
+                    self.error_response(cx, 403, req, Some(&site))
+                }
+            }
+            Ok(Lookup::Redirect) => {
+                let mut loc = Vec::with_capacity(req.path.len() + 2 + req.query.map_or(0, str::len));
+                loc.extend_from_slice(req.path.as_bytes());
+                loc.push(b'/');
+                if let Some(q) = req.query {
+                    loc.push(b'?');
+                    loc.extend_from_slice(q.as_bytes());
+                }
+                let status = if cx.cfg.thttpd.enabled { 302 } else { 301 };
+                self.simple_response(cx, status, req, Some(("Location", &loc)))
+            }
+            Ok(Lookup::Status(status)) => self.error_response(cx, status, req, Some(&site)),
+            Err(e) => {
+                if let ResolveError::Io(err) = &e {
+                    cx.errors.log(
+                        cx.clock.log_date(),
+                        format_args!("open {path:?} (root {}): {err}", cx.root.path().display()),
+                    );
+                }
+                self.error_response(cx, e.status(), req, Some(&site))
+            }
+        }
+    }
+
+    /// Picks the virtual host. thttpd's `-v`: the Host (lowercased, port removed; for an
+    /// HTTP/1.0 request without one, the local address) names a directory under the root.
+    fn site(&mut self, cx: &Ctx, req: &Request<'_>) -> Result<Site, u16> {
+        let host = req.host.filter(|h| !h.is_empty()).map(|h| String::from_utf8_lossy(h).to_ascii_lowercase());
+        if !cx.vroots.is_empty() {
+            let name = host.as_deref().map(strip_port).unwrap_or("");
+            let root = cx.vroots.iter().position(|(h, _)| h == name);
+            return Ok(Site { root, prefix: String::new() });
+        }
+        if !cx.cfg.thttpd.vhost_dirs {
+            return Ok(Site { root: None, prefix: String::new() });
+        }
+        let name = match host {
+            Some(h) => strip_port(&h).to_string(),
+            None => match self.sock.local_addr() {
+                Ok(a) => a.ip().to_canonical().to_string(),
+                Err(_) => return Err(400),
+            },
+        };
+        if name.starts_with('.') || name.contains(['/', '\\']) || name.is_empty() {
+            return Err(400);
+        }
+        self.vhost = Some(name.clone());
+        Ok(Site { root: None, prefix: format!("/{name}") })
+    }
+
+    fn lookup(&mut self, cx: &mut Ctx, site: &Site, path: &str) -> Result<Lookup, ResolveError> {
+        let opts =
+            resolve::ResolveOptions { symlinks: cx.cfg.symlinks, dotfiles: cx.cfg.dotfiles, index: &cx.cfg.index };
+        let (root, key) = match site.root {
+            Some(i) => (&cx.vroots[i].1, i + 1),
+            None => (&cx.root, 0),
+        };
+        cx.cache.get(root, key, path, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs())
+    }
+
+    /// The checks between finding a file and serving it. `Err` carries the status already
+    /// queued.
+    fn check_access(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        url_path: &str,
+        mode: u32,
+        site: &Site,
+    ) -> Result<(), u16> {
+        let name = url_path.rsplit('/').next().unwrap_or("");
+        if name == auth::HTPASSWD {
+            return Err(self.error_response(cx, 403, req, Some(site)));
+        }
+        if cx.cfg.thttpd.enabled && (mode & 0o004 == 0 || (mode & 0o001 != 0 && mode & 0o040_000 == 0)) {
+            // thttpd serves only world-readable files, and refuses world-executable ones
+            // (they would be CGI programs there).
+            return Err(self.error_response(cx, 403, req, Some(site)));
+        }
+        if !cx.cfg.thttpd.htpasswd {
+            return Ok(());
+        }
+        let url_dir = match url_path.rfind('/') {
+            Some(i) => &url_path[..=i],
+            None => "/",
+        };
+        let root = match site.root {
+            Some(i) => cx.vroots[i].1.path().to_path_buf(),
+            None => cx.root.path().to_path_buf(),
+        };
+        let fs_dir = root.join(url_dir.trim_start_matches('/'));
+        match cx.auth.check(&root, &fs_dir, url_dir, cx.cfg.thttpd.global_passwd, req.authorization) {
+            AuthResult::Allowed => Ok(()),
+            AuthResult::Authenticated { user } => {
+                self.user = Some(user);
+                Ok(())
+            }
+            AuthResult::Challenge { realm } => {
+                let value = auth::www_authenticate(&realm);
+                Err(self.simple_response(cx, 401, req, Some(("WWW-Authenticate", value.as_bytes()))))
+            }
+            AuthResult::Error { message } => {
+                cx.error(format_args!("{message}"));
+                Err(self.error_response(cx, 403, req, Some(site)))
+            }
+        }
+    }
+
+    /// Finds the precompressed sibling to send instead of `entry`, if any: the first of the
+    /// client's acceptable encodings (in the server's preference order) whose sibling exists
+    /// and is at least as new. Returns it and whether any sibling exists (for `Vary`).
+    fn pick_variant(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        entry: &Rc<FileEntry>,
+        site: &Site,
+    ) -> (Option<(Rc<FileEntry>, Encoding)>, bool) {
+        if cx.cfg.precompressed.is_empty() || !compressible(&entry.content_type) {
+            return (None, false);
+        }
+        let mut accepted = std::mem::take(&mut cx.encodings);
+        encoding::acceptable(req.accept_encoding, &cx.cfg.precompressed, &mut accepted);
+        let mut any = false;
+        let mut chosen = None;
+        let mut sibling_path = String::with_capacity(entry.url_path.len() + 4);
+        for enc in cx.cfg.precompressed.clone() {
+            sibling_path.clear();
+            sibling_path.push_str(&entry.url_path);
+            sibling_path.push_str(enc.suffix());
+            if let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) {
+                let newer = (sib.mtime, sib.mtime_nsec) >= (entry.mtime, entry.mtime_nsec);
+                if newer {
+                    any = true;
+                    let rank = accepted.iter().position(|&a| a == enc);
+                    let better = match (&chosen, rank) {
+                        (None, Some(_)) => true,
+                        (Some((_, _, r)), Some(n)) => n < *r,
+                        _ => false,
+                    };
+                    if better {
+                        chosen = rank.map(|r| (sib, enc, r));
+                    }
+                }
+            }
+        }
+        cx.encodings = accepted;
+        (chosen.map(|(s, e, _)| (s, e)), any)
+    }
+
+    fn file_response(&mut self, cx: &mut Ctx, req: &Request<'_>, entry: Rc<FileEntry>, site: &Site) -> u16 {
+        let head_only = req.method == Method::Head;
+        let (variant, vary) = self.pick_variant(cx, req, &entry, site);
+        let (rep, encoding) = match variant {
+            Some((v, e)) => (v, Some(e)),
+            None => (entry.clone(), None),
+        };
+        let conds = Conditions {
+            if_match: req.if_match,
+            if_none_match: req.if_none_match,
+            if_modified_since: req.if_modified_since,
+            if_unmodified_since: req.if_unmodified_since,
+            if_range: req.if_range,
+        };
+        let validators = Validators { etag: rep.etag.as_bytes(), last_modified: rep.last_modified_secs };
+        let use_range = match conditional::evaluate(true, &conds, &validators) {
+            Outcome::NotModified => {
+                let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), &cx.cfg.server_header);
+                representation_headers(&mut h, cx, &rep, &entry, encoding, vary);
+                h.finish(!self.close_after, req.minor);
+                return 304;
+            }
+            Outcome::PreconditionFailed => return self.error_response(cx, 412, req, Some(site)),
+            Outcome::Proceed { use_range } => use_range,
+        };
+
+        let size = rep.size;
+        let ranges = match req.range {
+            Some(r) if use_range && req.method == Method::Get => range::parse(r, size, cx.cfg.max_ranges),
+            _ => RangeSpec::Ignore,
+        };
+        let (status, ranges) = match ranges {
+            RangeSpec::Ignore => (200, Vec::new()),
+            RangeSpec::Unsatisfiable => {
+                let mut cr = Vec::new();
+                range::unsatisfied_range(size, &mut cr);
+                return self.simple_response(cx, 416, req, Some(("Content-Range", &cr)));
+            }
+            RangeSpec::Ranges(r) => (206, r),
+        };
+
+        if !head_only && size > 0 && !cx.throttles.is_empty() {
+            let tpath =
+                if site.prefix.is_empty() { entry.url_path.to_string() } else { entry.url_path[1..].to_string() };
+            match cx.throttles.admit(&tpath) {
+                Ok(adm) if !adm.is_empty() => {
+                    let rate = cx.throttles.allowance(&adm);
+                    self.throttle = Some((adm, RateLimiter::new(rate, 0, cx.clock.now)));
+                }
+                Ok(_) => {}
+                Err(()) => return self.error_response(cx, 503, req, Some(site)),
+            }
+        }
+        if cx.cfg.limit_rate > 0 && !head_only {
+            self.limit = Some(RateLimiter::new(cx.cfg.limit_rate, cx.cfg.limit_rate_after, cx.clock.now));
+        }
+
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
+        let multipart = if ranges.len() > 1 {
+            let seed = rep.ino ^ (cx.counters.requests << 20) ^ cx.clock.unix_secs();
+            let mp = Multipart::new(&ranges, size, &entry.content_type, seed);
+            h.field("Content-Type", mp.content_type().as_bytes());
+            h.number("Content-Length", mp.content_length());
+            Some(mp)
+        } else {
+            h.field("Content-Type", entry.content_type.as_bytes());
+            match ranges.first() {
+                Some(&r) => {
+                    let mut cr = Vec::with_capacity(48);
+                    range::content_range(r, size, &mut cr);
+                    h.field("Content-Range", &cr);
+                    h.number("Content-Length", r.len());
+                }
+                None => {
+                    h.number("Content-Length", size);
+                }
+            }
+            None
+        };
+        h.field("Accept-Ranges", b"bytes");
+        representation_headers(&mut h, cx, &rep, &entry, encoding, vary);
+        h.finish(!self.close_after, req.minor);
+        if head_only || size == 0 {
+            return status;
+        }
+
+        match multipart {
+            Some(mp) => {
+                // Parts are queued in reverse so the writer pops them in order.
+                let mut trailer = cx.take_body();
+                mp.trailer(&mut trailer);
+                self.parts.push(Part { framing: trailer, range: None });
+                for (i, &r) in mp.ranges().iter().enumerate().rev() {
+                    let mut framing = cx.take_body();
+                    mp.part_header(i, &mut framing);
+                    self.parts.push(Part { framing, range: Some(r) });
+                }
+                self.rep = Some(rep);
+                self.next_part(cx);
+            }
+            None => {
+                let r = ranges.first().copied().unwrap_or(ByteRange { start: 0, end: size - 1 });
+                self.body = body_for(cx, rep, r);
+            }
+        }
+        status
+    }
+
+    /// Moves the next multipart part (its framing as the "head", its range as the body)
+    /// into the output queue. False when none is left.
+    pub(super) fn next_part(&mut self, cx: &mut Ctx) -> bool {
+        let (Some(part), Some(rep)) = (self.parts.pop(), self.rep.clone()) else { return false };
+        let old = std::mem::replace(&mut self.head, part.framing);
+        cx.put_body(old);
+        self.head_pos = 0;
+        self.release_body(cx);
+        if let Some(r) = part.range {
+            self.body = body_for(cx, rep, r);
+        }
+        true
+    }
+
+    fn listing_response(&mut self, cx: &mut Ctx, req: &Request<'_>, dir: &DirEntry, path: &str, site: &Site) -> u16 {
+        let opts = listing::ListOptions {
+            show_dotfiles: cx.cfg.dotfiles == DotfilePolicy::Allow && !cx.cfg.thttpd.enabled,
+            max_entries: cx.cfg.listing_max_entries,
+        };
+        let (entries, truncated) = match listing::read_dir_fd(dir.dir.as_fd(), &opts) {
+            Ok(r) => r,
+            Err(e) => {
+                cx.error(format_args!("listing {path:?}: {e}"));
+                return self.error_response(cx, 500, req, Some(site));
+            }
+        };
+        let shown = path.strip_prefix(site.prefix.as_str()).unwrap_or(path);
+        let json = listing::wants_json(req.query.unwrap_or("").as_bytes(), req.accept);
+        let mut buf = cx.take_body();
+        if json {
+            listing::json(shown, &entries, truncated, &mut buf);
+        } else {
+            listing::html(shown, &entries, truncated, &mut buf);
+        }
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
+        h.field("Content-Type", if json { listing::JSON_TYPE } else { listing::HTML_TYPE }.as_bytes());
+        h.number("Content-Length", buf.len() as u64);
+        h.field("Cache-Control", b"no-cache");
+        h.field("Vary", b"Accept");
+        h.finish(!self.close_after, req.minor);
+        self.set_mem_body(cx, buf, req.method == Method::Head);
+        200
+    }
+
+    /// The status endpoint, for allowed client addresses only.
+    pub(super) fn status_page(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+        if !cx.cfg.status_allow.iter().any(|n| n.contains(self.peer)) {
+            return self.error_response(cx, 403, req, None);
+        }
+        let format = status::Format::from_query(req.query);
+        let mut buf = cx.take_body();
+        cx.render_status(format, &mut buf);
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
+        h.field("Content-Type", format.content_type().as_bytes());
+        h.number("Content-Length", buf.len() as u64);
+        h.field("Cache-Control", b"no-store");
+        h.finish(!self.close_after, req.minor);
+        self.set_mem_body(cx, buf, req.method == Method::Head);
+        200
+    }
+
+    /// An error response: a custom page when one is configured and found (`[errors]`, or
+    /// `errors/errNNN.html` in the site's root, then the main root), else the built-in body.
+    fn error_response(&mut self, cx: &mut Ctx, status: u16, req: &Request<'_>, site: Option<&Site>) -> u16 {
+        if let Some(page) = self.find_error_page(cx, status, site) {
+            let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
+            h.field("Content-Type", page.content_type.as_bytes());
+            h.number("Content-Length", page.size);
+            if status == 405 {
+                h.field("Allow", ALLOW);
+            }
+            h.field("Cache-Control", b"no-cache");
+            h.finish(!self.close_after, req.minor);
+            if req.method != Method::Head && page.size > 0 {
+                let end = page.size - 1;
+                self.body = body_for(cx, page, ByteRange { start: 0, end });
+            }
+            return status;
+        }
+        self.simple_response(cx, status, req, None)
+    }
+
+    fn find_error_page(&mut self, cx: &mut Ctx, status: u16, site: Option<&Site>) -> Option<Rc<FileEntry>> {
+        if status < 400 {
+            return None;
+        }
+        let configured = cx.cfg.error_pages.get(&status).cloned();
+        let conventional = format!("/errors/err{status}.html");
+        let main = Site { root: None, prefix: String::new() };
+        let mut candidates: Vec<(&Site, String)> = Vec::with_capacity(3);
+        if let Some(site) = site {
+            if let Some(c) = &configured {
+                candidates.push((site, format!("{}{c}", site.prefix)));
+            }
+            if site.root.is_some() || !site.prefix.is_empty() {
+                candidates.push((site, format!("{}{conventional}", site.prefix)));
+            }
+        }
+        if let Some(c) = &configured {
+            candidates.push((&main, c.clone()));
+        }
+        candidates.push((&main, conventional));
+        for (s, p) in candidates {
+            if let Ok(Lookup::File(page)) = self.lookup(cx, s, &p) {
+                return Some(page);
+            }
+        }
+        None
+    }
+
+    /// A response with the small built-in HTML body (errors, redirects).
+    pub(super) fn simple_response(
+        &mut self,
+        cx: &mut Ctx,
+        status: u16,
+        req: &Request<'_>,
+        extra: Option<(&str, &[u8])>,
+    ) -> u16 {
+        self.simple_response_raw(cx, status, req.minor, req.method == Method::Head, extra)
+    }
+
+    pub(super) fn simple_response_raw(
+        &mut self,
+        cx: &mut Ctx,
+        status: u16,
+        minor: u8,
+        head_only: bool,
+        extra: Option<(&str, &[u8])>,
+    ) -> u16 {
+        self.release_body(cx);
+        let mut buf = cx.take_body();
+        error_body(&mut buf, status);
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
+        h.field("Content-Type", b"text/html; charset=utf-8");
+        h.number("Content-Length", buf.len() as u64);
+        if status == 405 {
+            h.field("Allow", ALLOW);
+        }
+        if let Some((name, value)) = extra {
+            h.field(name, value);
+        }
+        h.finish(!self.close_after, minor);
+        self.set_mem_body(cx, buf, head_only);
+        status
+    }
+
+    fn set_mem_body(&mut self, cx: &mut Ctx, buf: Vec<u8>, head_only: bool) {
+        if head_only {
+            cx.put_body(buf);
+        } else {
+            self.body = Body::Mem { buf, pos: 0 };
+        }
+    }
+}
+
+/// The body source for an inclusive byte range of a cached file.
+fn body_for(cx: &mut Ctx, rep: Rc<FileEntry>, r: ByteRange) -> Body {
+    match &rep.body {
+        cache::Body::Empty => Body::None,
+        cache::Body::Mapped(_) => Body::Mapped { pos: r.start as usize, end: (r.end + 1) as usize, entry: rep },
+        cache::Body::Fd(_) => {
+            let stage = (!cx.cfg.sendfile).then(|| Staged { buf: cx.take_body(), pos: 0 });
+            Body::File { pos: r.start, end: r.end + 1, entry: rep, stage }
+        }
+    }
+}
+
+/// Headers that describe the selected representation: validators, caching, encoding.
+fn representation_headers(
+    h: &mut Head<'_>,
+    cx: &Ctx,
+    rep: &FileEntry,
+    original: &FileEntry,
+    encoding: Option<Encoding>,
+    vary: bool,
+) {
+    h.field("ETag", rep.etag.as_bytes());
+    if let Some(lm) = &rep.last_modified {
+        h.field("Last-Modified", lm.as_bytes());
+    }
+    if let Some(e) = encoding {
+        h.field("Content-Encoding", e.token().as_bytes());
+    }
+    if vary {
+        h.field("Vary", b"Accept-Encoding");
+    }
+    let mut cache_control: Option<&str> = None;
+    for rule in &cx.cfg.header_rules {
+        let path_ok = rule.pattern.as_ref().is_none_or(|p| p.matches(&original.url_path));
+        let mime_ok = rule.mime.as_ref().is_none_or(|m| original.content_type.starts_with(m.as_str()));
+        if path_ok && mime_ok {
+            if let Some(cc) = &rule.cache_control {
+                cache_control = Some(cc);
+            }
+            for (name, value) in &rule.headers {
+                h.field(name, value.as_bytes());
+            }
+        }
+    }
+    match (cache_control, cx.cfg.max_age) {
+        (Some(cc), _) => {
+            h.field("Cache-Control", cc.as_bytes());
+        }
+        (None, Some(age)) => {
+            let mut v = String::with_capacity(32);
+            let _ = write!(v, "max-age={age}");
+            h.field("Cache-Control", v.as_bytes());
+            let expires = UNIX_EPOCH + Duration::from_secs(cx.clock.unix_secs() + u64::from(age));
+            h.field("Expires", httpdate::fmt_http_date(expires).as_bytes());
+        }
+        (None, None) => {}
+    }
+    if let Some(p3p) = &cx.cfg.thttpd.p3p {
+        h.field("P3P", p3p.as_bytes());
+    }
+}
+
+/// "example.com:8080" -> "example.com"; "[::1]:80" -> "[::1]".
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return match host.find(']') {
+            Some(i) => &host[..=i],
+            None => host,
+        };
+    }
+    match host.rfind(':') {
+        Some(i) => &host[..i],
+        None => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_stripped() {
+        assert_eq!(strip_port("a.example:8080"), "a.example");
+        assert_eq!(strip_port("a.example"), "a.example");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("[::1]"), "[::1]");
+    }
+
+    #[test]
+    fn compressible_types() {
+        assert!(compressible("text/html; charset=utf-8"));
+        assert!(compressible("image/svg+xml"));
+        assert!(!compressible("image/png"));
+        assert!(!compressible("application/octet-stream"));
+    }
+}
