@@ -70,8 +70,9 @@ pub struct Ctx {
     pub referer: Option<RefererPolicy>,
     pub auth: AuthCache,
     pub throttles: Throttles,
-    /// Scratch for content negotiation.
+    /// Scratch for content negotiation and sibling paths.
     pub encodings: Vec<Encoding>,
+    pub sibling: String,
     /// Scratch for the normalized request path.
     pub path: String,
     rbufs: Vec<Box<[u8]>>,
@@ -268,6 +269,9 @@ fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpListe
         // "[::]" and "0.0.0.0" can then both be listed, each for its own family.
         sock.set_only_v6(true)?;
     }
+    // Accepted sockets inherit TCP_NODELAY: responses go out whole (one sendmsg), so
+    // Nagle would only delay the last segment of each.
+    sock.set_nodelay(true)?;
     sock.bind(&addr.into())?;
     sock.listen(backlog.min(i32::MAX as u32) as i32)?;
     Ok(TcpListener::from_std(StdListener::from(sock)))
@@ -322,6 +326,7 @@ impl Server {
             auth: AuthCache::new(),
             throttles: Throttles::new(cfg_ref.throttles.clone()),
             encodings: Vec::new(),
+            sibling: String::new(),
             path: String::new(),
             rbufs: Vec::new(),
             bodies: Vec::new(),
@@ -483,7 +488,6 @@ impl Server {
                         continue;
                     }
                     self.cx.counters.accepted += 1;
-                    let _ = sock.set_nodelay(true);
                     let entry = self.conns.vacant_entry();
                     let key = entry.key();
                     let mut conn = Conn::new(sock, ip, &self.cx);
@@ -497,6 +501,9 @@ impl Server {
                         continue;
                     }
                     entry.insert(conn);
+                    // The request usually arrives with (or right after) the handshake: try it
+                    // now rather than after another trip through epoll.
+                    self.dispatch(key);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => match e.raw_os_error() {

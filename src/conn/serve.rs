@@ -107,8 +107,11 @@ impl Conn {
                 }
             }
             Ok(Lookup::Redirect) => {
-                let mut loc = Vec::with_capacity(req.path.len() + 2 + req.query.map_or(0, str::len));
-                loc.extend_from_slice(req.path.as_bytes());
+                // Built from the normalized path, re-encoded: never the raw target, which
+                // could make "//evil.example/.." a protocol-relative Location.
+                let url = path.strip_prefix(site.prefix.as_str()).unwrap_or(path);
+                let mut loc = Vec::with_capacity(url.len() + 2 + req.query.map_or(0, str::len));
+                crate::http::encode_path(url, &mut loc);
                 loc.push(b'/');
                 if let Some(q) = req.query {
                     loc.push(b'?');
@@ -231,8 +234,9 @@ impl Conn {
         encoding::acceptable(req.accept_encoding, &cx.cfg.precompressed, &mut accepted);
         let mut any = false;
         let mut chosen = None;
-        let mut sibling_path = String::with_capacity(entry.url_path.len() + 4);
-        for enc in cx.cfg.precompressed.clone() {
+        let mut sibling_path = std::mem::take(&mut cx.sibling);
+        for i in 0..cx.cfg.precompressed.len() {
+            let enc = cx.cfg.precompressed[i];
             sibling_path.clear();
             sibling_path.push_str(&entry.url_path);
             sibling_path.push_str(enc.suffix());
@@ -240,18 +244,16 @@ impl Conn {
                 let newer = (sib.mtime, sib.mtime_nsec) >= (entry.mtime, entry.mtime_nsec);
                 if newer {
                     any = true;
-                    let rank = accepted.iter().position(|&a| a == enc);
-                    let better = match (&chosen, rank) {
-                        (None, Some(_)) => true,
-                        (Some((_, _, r)), Some(n)) => n < *r,
-                        _ => false,
-                    };
-                    if better {
-                        chosen = rank.map(|r| (sib, enc, r));
+                    // `accepted` is best first (client q-values, then the server's order).
+                    if let Some(rank) = accepted.iter().position(|&a| a == enc) {
+                        if chosen.as_ref().is_none_or(|(_, _, r)| rank < *r) {
+                            chosen = Some((sib, enc, rank));
+                        }
                     }
                 }
             }
         }
+        cx.sibling = sibling_path;
         cx.encodings = accepted;
         (chosen.map(|(s, e, _)| (s, e)), any)
     }

@@ -47,6 +47,19 @@ pub fn is_field_value(v: &[u8]) -> bool {
         && !v.last().is_some_and(|b| b.is_ascii_whitespace())
 }
 
+/// Percent-encodes a decoded URL path for a `Location` header: bytes outside RFC 3986's
+/// `pchar` set and `/` become `%XX`, so the result is a plain path-absolute reference.
+pub fn encode_path(path: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in path.as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
+}
+
 /// Splits a comma-separated field value into trimmed, non-empty elements (RFC 9110 §5.6.1).
 pub fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
     v.split(|&b| b == b',').map(|s| s.trim_ascii()).filter(|s| !s.is_empty())
@@ -63,6 +76,13 @@ mod tests {
         assert!(!is_field_value(b"a\r\nb"));
         assert!(!is_field_value(b" a"));
         assert!(!is_field_value(b"\x7f"));
+    }
+
+    #[test]
+    fn paths_are_encoded() {
+        let mut out = Vec::new();
+        encode_path("/a b/caf\u{e9}/%/?#", &mut out);
+        assert_eq!(out, b"/a%20b/caf%C3%A9/%25/%3F%23");
     }
 
     #[test]
