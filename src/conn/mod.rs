@@ -229,7 +229,8 @@ impl Conn {
             return true;
         }
         let rate = cx.cfg.min_send_rate;
-        if self.phase != Phase::Send || rate == 0 {
+        if self.phase != Phase::Send || rate == 0 || self.throttle.is_some() || self.limit.is_some() {
+            // A transfer we slow down ourselves is not the client's fault.
             return false;
         }
         let age = now.saturating_duration_since(self.send_started);
