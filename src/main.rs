@@ -1,59 +1,160 @@
-//! The `ferrohttpd` binary: command line -> configuration -> server. Errors are printed once
-//! and mapped to exit status 1.
+//! The `ferrohttpd` binary (also run as `thttpd`): command line -> configuration -> server.
+//! Errors are printed once and mapped to exit status 1.
+//!
+//! Start-up follows thttpd's order: the configuration and throttle file are read (by the
+//! command-line parser), the user to switch to is looked up while `/etc/passwd` is reachable,
+//! the sockets are bound, the process daemonises (thttpd without `-D`), the pid file is
+//! written (before chroot, as thttpd does, so `-i /var/run/thttpd.pid` works with `-r`), the
+//! process chroots into the served directory (`-r`), the server opens the document root and
+//! the logs, root is dropped (`-u`, `nobody` by default as thttpd), and the loop runs.
+//!
+//! The logs under chroot: a log file inside the chroot tree is opened by its path inside the
+//! tree, so SIGHUP can reopen it after rotation. A log file outside the tree (Debian's
+//! `logfile=/var/log/thttpd.log` with `chroot`) is opened before chroot and kept on the
+//! standard output (the access log) or standard error (the error log), which the daemon does
+//! not otherwise use; as with thttpd, it cannot be reopened then, and a warning says so.
 
-use std::process::ExitCode;
-
-use ferrohttpd::config::cli::{self, Command, USAGE};
 use std::ffi::OsString;
-use std::net::SocketAddr;
+use std::io::Write;
+use std::net::{Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::rc::Rc;
 
-use ferrohttpd::config::Config;
-use ferrohttpd::server::{self, Server};
+use ferrohttpd::config::cli::{self, Command, Launch, Mode};
+use ferrohttpd::config::{Config, LogTarget};
+use ferrohttpd::server::{self, Server, StartError};
+use ferrohttpd::thttpd::privs;
+use ferrohttpd::thttpd::syslog::{Severity, Syslog};
 use ferrohttpd::workers;
 
 fn main() -> ExitCode {
-    let cmd = match cli::parse(std::env::args_os().skip(1)) {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let mode = Mode::from_argv0(&argv0);
+    let name = cli::program_name(mode);
+    let cmd = match cli::parse_as(mode, std::env::args_os().skip(1)) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("ferrohttpd: {}", e.message);
+            eprintln!("{name}: {}", e.message);
             if e.usage {
-                eprint!("{USAGE}");
+                eprint!("{}", cli::usage(mode));
             }
             return ExitCode::from(1);
         }
     };
     match cmd {
         Command::Help => {
-            print!("{USAGE}");
+            print!("{}", cli::usage(mode));
             ExitCode::SUCCESS
         }
         Command::Version => {
-            println!("ferrohttpd {}", env!("CARGO_PKG_VERSION"));
+            println!("{}", cli::version(mode));
             ExitCode::SUCCESS
         }
-        Command::CheckConfig(cfg) => match server::open_resources(&cfg) {
-            Ok(res) => {
-                let root = res.root;
-                let src = cfg.source.as_ref().map_or("built-in defaults".to_string(), |p| p.display().to_string());
-                println!("configuration OK ({src}): root {}", root.path().display());
-                ExitCode::SUCCESS
+        Command::Compress { dir, options } => match ferrohttpd::compress::compress_dir(&dir, &options) {
+            Ok(report) => {
+                println!("{}: {report}", dir.display());
+                if report.errors == 0 {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
             }
             Err(e) => {
-                eprintln!("ferrohttpd: {e}");
+                eprintln!("ferrohttpd compress: {}: {e}", dir.display());
                 ExitCode::from(1)
             }
         },
-        Command::Run(cfg) => run(*cfg),
+        Command::CheckConfig(launch) => check(*launch),
+        Command::Run(launch) => run(*launch),
     }
 }
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("ferrohttpd: {e}");
-    ExitCode::from(1)
+/// Reports fatal errors: on stderr, and once the process is a daemon (stderr is /dev/null),
+/// to syslog as thttpd does.
+struct Reporter {
+    name: &'static str,
+    syslog: Option<Syslog>,
 }
 
-fn print_addrs(root: &std::path::Path, addrs: &[SocketAddr]) {
+impl Reporter {
+    fn fail(&mut self, e: impl std::fmt::Display) -> ExitCode {
+        let msg = e.to_string();
+        eprintln!("{}: {msg}", self.name);
+        if let Some(s) = &mut self.syslog {
+            let _ = s.log(Severity::Err, &msg);
+        }
+        ExitCode::from(1)
+    }
+
+    fn warn(&mut self, msg: &str) {
+        eprintln!("{}: warning: {msg}", self.name);
+        if let Some(s) = &mut self.syslog {
+            let _ = s.log(Severity::Warning, msg);
+        }
+    }
+}
+
+fn describe_log(t: &LogTarget) -> String {
+    match t {
+        LogTarget::Std => "stdout".into(),
+        LogTarget::Off => "off".into(),
+        LogTarget::File(p) => p.display().to_string(),
+        LogTarget::Syslog => "syslog".into(),
+    }
+}
+
+/// `--check-config`: everything a start would check short of binding: the document root, the
+/// logs, the user to switch to.
+fn check(launch: Launch) -> ExitCode {
+    let Launch { config: cfg, mode, warnings } = launch;
+    let mut r = Reporter { name: cli::program_name(mode), syslog: None };
+    for w in &warnings {
+        r.warn(w);
+    }
+    let root = match server::open_resources(&cfg) {
+        Ok(res) => res.root.path().to_path_buf(),
+        Err(e) => return r.fail(e),
+    };
+    if let Some(dd) = cfg.thttpd.data_dir.as_ref().filter(|_| cfg.thttpd.chroot) {
+        let inside = root.join(dd.strip_prefix("/").unwrap_or(dd));
+        if !inside.is_dir() {
+            return r.fail(format_args!(
+                "data directory {} is not a directory inside {}",
+                dd.display(),
+                root.display()
+            ));
+        }
+    }
+    let switch_user = cfg.thttpd.user.as_deref().filter(|_| privs::is_root());
+    if let Some(user) = switch_user {
+        if let Err(e) = privs::lookup_user(user) {
+            return r.fail(e);
+        }
+    }
+    let src = cfg.source.as_ref().map_or("built-in defaults".to_string(), |p| p.display().to_string());
+    let listen: Vec<String> = cfg.listen.iter().map(SocketAddr::to_string).collect();
+    let mut line = format!(
+        "configuration OK ({src}): root {}; listen {}; access log {}",
+        root.display(),
+        listen.join(" "),
+        describe_log(&cfg.access_log)
+    );
+    if cfg.thttpd.chroot {
+        line.push_str("; chroot");
+    }
+    if let Some(user) = switch_user {
+        line.push_str(&format!("; user {user}"));
+    }
+    if cfg.thttpd.daemonize {
+        line.push_str("; daemon");
+    }
+    println!("{line}");
+    ExitCode::SUCCESS
+}
+
+fn print_addrs(root: &Path, addrs: &[SocketAddr]) {
     println!("ferrohttpd {} serving {}", env!("CARGO_PKG_VERSION"), root.display());
     for a in addrs {
         if a.ip().is_unspecified() {
@@ -63,67 +164,345 @@ fn print_addrs(root: &std::path::Path, addrs: &[SocketAddr]) {
             println!("listening on http://{a}/");
         }
     }
+    let _ = std::io::stdout().flush();
 }
 
-fn run(cfg: Config) -> ExitCode {
+/// True if an IPv6 socket can be made and bound on this machine.
+fn ipv6_available() -> bool {
+    use socket2::{Domain, Socket, Type};
+    let probe = || -> std::io::Result<()> {
+        let s = Socket::new(Domain::IPV6, Type::STREAM, None)?;
+        s.set_only_v6(true)?;
+        s.bind(&SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)).into())
+    };
+    probe().is_ok()
+}
+
+/// Binds every listen address. When that fails and the machine has no IPv6 at all, the
+/// `[::]` addresses (thttpd's "all addresses") are dropped with a warning and IPv4 alone is
+/// tried again.
+fn bind_listeners(cfg: &mut Config, r: &mut Reporter) -> Result<Vec<mio::net::TcpListener>, StartError> {
+    match server::bind_all(cfg) {
+        Ok(l) => Ok(l),
+        Err(e) => {
+            let any_v6 = cfg.listen.iter().any(|a| a.is_ipv6() && a.ip().is_unspecified());
+            let any_v4 = cfg.listen.iter().any(SocketAddr::is_ipv4);
+            if any_v6 && any_v4 && !ipv6_available() {
+                r.warn(&format!("IPv6 is not available on this machine ({e}); listening on IPv4 only"));
+                cfg.listen.retain(SocketAddr::is_ipv4);
+                server::bind_all(cfg)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What to do with a log file when chrooting.
+enum LogPlan {
+    /// Not a file, or no chroot: nothing.
+    Keep,
+    /// Inside the tree: use this path from inside the chroot.
+    Inside(PathBuf),
+    /// Outside the tree: open it before chroot and keep it on this descriptor.
+    Outside(PathBuf, i32),
+}
+
+/// The canonical form of a path that may not exist yet (its directory must).
+fn canonical_file_path(p: &Path) -> Option<PathBuf> {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return Some(c);
+    }
+    let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Some(std::fs::canonicalize(parent).ok()?.join(p.file_name()?))
+}
+
+fn plan_log(target: &LogTarget, chroot_root: &Path, fd: i32, what: &str, r: &mut Reporter) -> LogPlan {
+    let LogTarget::File(p) = target else {
+        if *target == LogTarget::Syslog && !chroot_root.join("dev/log").exists() {
+            r.warn(&format!(
+                "the {what} goes to syslog, but {}/dev/log does not exist inside the chroot tree: \
+                 its lines will be lost (use -l FILE, or make /dev/log available in the chroot)",
+                chroot_root.display()
+            ));
+        }
+        return LogPlan::Keep;
+    };
+    match canonical_file_path(p) {
+        Some(c) => match c.strip_prefix(chroot_root) {
+            Ok(rel) => LogPlan::Inside(Path::new("/").join(rel)),
+            Err(_) => {
+                r.warn(&format!(
+                    "{what} {} is not within the chroot tree, you will not be able to re-open it",
+                    p.display()
+                ));
+                LogPlan::Outside(p.clone(), fd)
+            }
+        },
+        // Its directory does not exist: let the server report the failure to open it.
+        None => LogPlan::Keep,
+    }
+}
+
+/// Opens a log file outside the chroot tree onto `fd` (stdout or stderr); the target becomes
+/// that standard stream.
+fn apply_outside_log(path: &Path, fd: i32, owner: Option<(u32, u32)>) -> Result<(), String> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
+    if let Some((uid, gid)) = owner {
+        let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
+    }
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: both descriptors are open; dup2 atomically replaces `fd` with a copy of the
+    // file's descriptor, which `f` keeps owning (and closes when dropped).
+    if unsafe { libc::dup2(f.as_raw_fd(), fd) } == -1 {
+        return Err(format!("redirecting the log {}: {}", path.display(), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// When the server will drop root: create the log file now and give it to the user, as
+/// thttpd does, so that reopening it after rotation keeps working.
+fn give_log_to(target: &LogTarget, uid: u32, gid: u32) {
+    if let LogTarget::File(p) = target {
+        if let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+            let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
+        }
+    }
+}
+
+fn run(launch: Launch) -> ExitCode {
+    let Launch { config: mut cfg, mode, warnings } = launch;
+    let mut r = Reporter { name: cli::program_name(mode), syslog: None };
+    for w in &warnings {
+        r.warn(w);
+    }
     let activated = match server::activated_listeners() {
         Ok(a) => a,
-        Err(e) => return fail(e),
+        Err(e) => return r.fail(e),
     };
-    // SIGHUP re-reads the configuration exactly as it was given: same arguments.
+
+    // The user to become, looked up while /etc/passwd is reachable (before chroot). Only root
+    // switches users, as in thttpd.
+    let switch_to = match cfg.thttpd.user.clone().filter(|_| privs::is_root()) {
+        Some(name) => match privs::lookup_user(&name) {
+            Ok((uid, gid)) => Some((name, uid, gid)),
+            Err(e) => return r.fail(e),
+        },
+        None => None,
+    };
+    if cfg.workers > 1 && (cfg.thttpd.chroot || switch_to.is_some()) {
+        return r.fail(
+            "workers > 1 cannot be combined with chroot (-r) or a user switch (-u, or running as root in thttpd mode); \
+             use workers = 1",
+        );
+    }
+
+    // SIGHUP re-reads the configuration exactly as it was given: same arguments. thttpd mode
+    // only reopens the logs on SIGHUP, and a chrooted server could not read its files again.
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let reloader: server::Reloader = Rc::new(move || match cli::parse(args.clone()) {
-        Ok(Command::Run(cfg)) => Ok(*cfg),
-        Ok(_) => Err("the command line no longer describes a server".into()),
-        Err(e) => Err(e.message),
-    });
-    let pid_file = cfg.pid_file.clone();
-    let code = if cfg.workers > 1 {
-        if activated.is_none() && cfg.listen.iter().any(|a| a.port() == 0) {
-            return fail("port 0 cannot be shared by several workers; give a port or set workers = 1");
-        }
-        let root = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
-        let addrs: Vec<SocketAddr> = match &activated {
-            Some(l) => l.iter().filter_map(|l| l.local_addr().ok()).collect(),
-            None => cfg.listen.clone(),
-        };
-        print_addrs(&root, &addrs);
-        if let Err(e) = write_pid_file(pid_file.as_deref()) {
-            return fail(e);
-        }
-        match workers::run(cfg, activated, reloader) {
-            Ok(code) => ExitCode::from(code),
-            Err(e) => fail(e),
-        }
+    let reloader: Option<server::Reloader> = if mode == Mode::Ferrohttpd && !cfg.thttpd.chroot {
+        Some(Rc::new(move || match cli::parse_as(mode, args.clone()) {
+            Ok(Command::Run(l)) => {
+                for w in &l.warnings {
+                    eprintln!("ferrohttpd: warning: {w}");
+                }
+                Ok(l.config)
+            }
+            Ok(_) => Err("the command line no longer describes a server".into()),
+            Err(e) => Err(e.message),
+        }))
     } else {
-        let listeners = match &activated {
-            Some(l) => server::from_std(l),
-            None => server::bind_all(&cfg),
-        };
-        let mut server = match listeners.and_then(|l| Server::new(cfg, l)) {
-            Ok(s) => s,
-            Err(e) => return fail(e),
-        };
-        server.set_reloader(reloader);
-        print_addrs(server.root(), &server.local_addrs());
-        if let Err(e) = write_pid_file(pid_file.as_deref()) {
-            return fail(e);
-        }
-        match server.run() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(format_args!("event loop failed: {e}")),
-        }
+        None
     };
-    if let Some(p) = pid_file {
+
+    if cfg.workers > 1 {
+        return run_workers(cfg, activated, reloader, &mut r);
+    }
+
+    let listeners = match &activated {
+        Some(l) => server::from_std(l),
+        None => bind_listeners(&mut cfg, &mut r),
+    };
+    let listeners = match listeners {
+        Ok(l) => l,
+        Err(e) => return r.fail(e),
+    };
+    let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
+    let root_before = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
+
+    if mode == Mode::Thttpd && privs::is_root() && !cfg.thttpd.chroot {
+        eprintln!("{}: started as root without requesting chroot(), warning only", r.name);
+    }
+
+    // Decide what happens to the logs under chroot while stderr still reaches someone.
+    let (access_plan, error_plan) = if cfg.thttpd.chroot {
+        if !root_before.is_dir() {
+            return r.fail(format_args!("chroot: {} is not a directory", cfg.root.display()));
+        }
+        (
+            plan_log(&cfg.access_log, &root_before, libc::STDOUT_FILENO, "logfile", &mut r),
+            plan_log(&cfg.error_log, &root_before, libc::STDERR_FILENO, "error log", &mut r),
+        )
+    } else {
+        (LogPlan::Keep, LogPlan::Keep)
+    };
+    let stdout_taken = matches!(access_plan, LogPlan::Outside(..));
+
+    // The `listening on` lines: before forking, or before stdout is given to a log, else
+    // once the server is ready (after the user switch).
+    let mut announced = false;
+    if cfg.thttpd.daemonize || stdout_taken {
+        if !cfg.root.is_dir() {
+            return r.fail(format_args!("document root {}: not a directory", cfg.root.display()));
+        }
+        print_addrs(&root_before, &addrs);
+        announced = true;
+    }
+
+    if cfg.thttpd.daemonize {
+        if let Err(e) = privs::daemonize(cfg.access_log == LogTarget::Std) {
+            return r.fail(e);
+        }
+        let mut s = Syslog::new(r.name);
+        let _ = s.connect();
+        r.syslog = Some(s);
+    }
+
+    if mode == Mode::Thttpd {
+        // thttpd works from the served directory (so the root must not be relative to the
+        // old one).
+        cfg.root = root_before.clone();
+        if let Err(e) = std::env::set_current_dir(&cfg.root) {
+            return r.fail(format_args!("chdir {}: {e}", cfg.root.display()));
+        }
+    }
+
+    // The pid file, with the daemon's pid, before chroot (its path is outside the tree).
+    let pid_file = cfg.pid_file.clone();
+    if let Some(p) = &pid_file {
+        if let Err(e) = privs::write_pidfile(p) {
+            return r.fail(e);
+        }
+    }
+    let owner = switch_to.as_ref().map(|&(_, uid, gid)| (uid, gid));
+    let code =
+        serve(&mut cfg, listeners, access_plan, error_plan, owner, switch_to.as_ref(), &mut r, announced, reloader);
+    if let Some(p) = pid_file.filter(|_| !cfg.thttpd.chroot) {
         let _ = std::fs::remove_file(p);
     }
     code
 }
 
-fn write_pid_file(path: Option<&std::path::Path>) -> Result<(), String> {
-    match path {
-        Some(p) => std::fs::write(p, format!("{}\n", std::process::id()))
-            .map_err(|e| format!("cannot write pid file {}: {e}", p.display())),
-        None => Ok(()),
+/// chroot, open the server, drop root, serve.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    cfg: &mut Config,
+    listeners: Vec<mio::net::TcpListener>,
+    access_plan: LogPlan,
+    error_plan: LogPlan,
+    owner: Option<(u32, u32)>,
+    switch_to: Option<&(String, u32, u32)>,
+    r: &mut Reporter,
+    announced: bool,
+    reloader: Option<server::Reloader>,
+) -> ExitCode {
+    if cfg.thttpd.chroot {
+        for (plan, target) in [(access_plan, &mut cfg.access_log), (error_plan, &mut cfg.error_log)] {
+            match plan {
+                LogPlan::Keep => {}
+                LogPlan::Inside(p) => *target = LogTarget::File(p),
+                LogPlan::Outside(p, fd) => {
+                    if let Err(e) = apply_outside_log(&p, fd, owner) {
+                        return r.fail(e);
+                    }
+                    *target = LogTarget::Std;
+                }
+            }
+        }
+        if let Err(e) = privs::chroot(&cfg.root) {
+            return r.fail(e);
+        }
+        cfg.root = match cfg.thttpd.data_dir.take() {
+            Some(dd) => Path::new("/").join(dd),
+            None => PathBuf::from("/"),
+        };
     }
+    if let Some((uid, gid)) = owner {
+        give_log_to(&cfg.access_log, uid, gid);
+        give_log_to(&cfg.error_log, uid, gid);
+    }
+    let mut server = match Server::new(cfg.clone(), listeners) {
+        Ok(s) => s,
+        Err(e) => return r.fail(e),
+    };
+    if let Some((name, uid, gid)) = switch_to {
+        if let Err(e) = privs::switch_user(name, *uid, *gid) {
+            return r.fail(e);
+        }
+    }
+    if let Some(f) = reloader {
+        server.set_reloader(f);
+    }
+    if !announced {
+        print_addrs(server.root(), &server.local_addrs());
+    }
+    match server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => r.fail(format_args!("event loop failed: {e}")),
+    }
+}
+
+fn run_workers(
+    cfg: Config,
+    activated: Option<Vec<std::net::TcpListener>>,
+    reloader: Option<server::Reloader>,
+    r: &mut Reporter,
+) -> ExitCode {
+    if activated.is_none() && cfg.listen.iter().any(|a| a.port() == 0) {
+        return r.fail("port 0 cannot be shared by several workers; give a port or set workers = 1");
+    }
+    let root = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
+    // Bind before printing: the port is open once "listening" is said.
+    let listeners = match activated {
+        Some(l) => workers::Listeners::Activated(l),
+        None => match server::bind_all_std(&cfg) {
+            Ok(l) => workers::Listeners::Bound(l),
+            Err(e) => return r.fail(e),
+        },
+    };
+    let addrs: Vec<SocketAddr> = match &listeners {
+        workers::Listeners::Activated(l) | workers::Listeners::Bound(l) => {
+            l.iter().filter_map(|l| l.local_addr().ok()).collect()
+        }
+    };
+    print_addrs(&root, &addrs);
+    if cfg.thttpd.daemonize {
+        if let Err(e) = privs::daemonize(cfg.access_log == LogTarget::Std) {
+            return r.fail(e);
+        }
+        let mut s = Syslog::new(r.name);
+        let _ = s.connect();
+        r.syslog = Some(s);
+    }
+    let pid_file = cfg.pid_file.clone();
+    if let Some(p) = &pid_file {
+        if let Err(e) = privs::write_pidfile(p) {
+            return r.fail(e);
+        }
+    }
+    let reloader: server::Reloader =
+        reloader.unwrap_or_else(|| Rc::new(|| Err("reloading is not available in this mode".to_string())));
+    let code = match workers::run(cfg, listeners, reloader) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => r.fail(e),
+    };
+    if let Some(p) = pid_file {
+        let _ = std::fs::remove_file(p);
+    }
+    code
 }

@@ -240,6 +240,11 @@ pub type Reloader = std::rc::Rc<dyn Fn() -> Result<Config, String>>;
 /// Binds every `listen` address. With several workers each binds its own socket with
 /// `SO_REUSEPORT`, and the kernel spreads connections over them.
 pub fn bind_all(cfg: &Config) -> Result<Vec<TcpListener>, StartError> {
+    Ok(bind_all_std(cfg)?.into_iter().map(TcpListener::from_std).collect())
+}
+
+/// [`bind_all`], as std listeners (to hand over to a worker process).
+pub fn bind_all_std(cfg: &Config) -> Result<Vec<StdListener>, StartError> {
     let reuse_port = cfg.workers > 1;
     cfg.listen
         .iter()
@@ -259,7 +264,7 @@ fn cache_config(cfg: &Config) -> CacheConfig {
     }
 }
 
-fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpListener> {
+fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<StdListener> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking().cloexec(), None)?;
     sock.set_reuse_address(true)?;
     if reuse_port {
@@ -274,7 +279,7 @@ fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpListe
     sock.set_nodelay(true)?;
     sock.bind(&addr.into())?;
     sock.listen(backlog.min(i32::MAX as u32) as i32)?;
-    Ok(TcpListener::from_std(StdListener::from(sock)))
+    Ok(StdListener::from(sock))
 }
 
 impl Server {

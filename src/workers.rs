@@ -20,6 +20,21 @@ use crate::sys::SignalFd;
 /// A worker that lived shorter than this is restarted only after the same pause.
 const MIN_LIFETIME: Duration = Duration::from_secs(1);
 
+/// Listening sockets the caller already has.
+pub enum Listeners {
+    /// From systemd socket activation: shared by every worker.
+    Activated(Vec<StdListener>),
+    /// Bound by the caller with SO_REUSEPORT: handed to the first worker.
+    Bound(Vec<StdListener>),
+}
+
+#[derive(Clone, Copy)]
+enum Inherit {
+    Shared,
+    Take,
+    None,
+}
+
 struct Slot {
     pid: Option<libc::pid_t>,
     started: Instant,
@@ -28,14 +43,15 @@ struct Slot {
 
 /// Runs the parent until every worker has exited after a TERM or INT. Returns the exit
 /// status for `main`.
-pub fn run(cfg: Config, activated: Option<Vec<StdListener>>, reloader: Reloader) -> Result<u8, StartError> {
-    // Fail fast on an address that cannot be bound, then let it go: a socket held here
-    // would get its share of connections and never accept them. (Sockets from systemd are
-    // shared by all workers instead.)
-    if activated.is_none() {
-        drop(server::bind_all(&cfg)?);
-    }
+pub fn run(cfg: Config, listeners: Listeners, reloader: Reloader) -> Result<u8, StartError> {
     server::open_resources(&cfg)?;
+    // Sockets bound by the caller (so the port is open before "listening" is printed) go to
+    // the first worker; the others bind their own with SO_REUSEPORT. The parent keeps no
+    // listening socket: one that nobody accepts on would still get its share of connections.
+    let (shared, mut handoff) = match listeners {
+        Listeners::Activated(v) => (Some(v), None),
+        Listeners::Bound(v) => (None, Some(v)),
+    };
     let signals =
         SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGCHLD])
             .map_err(|e| StartError(format!("signalfd: {e}")))?;
@@ -47,11 +63,23 @@ pub fn run(cfg: Config, activated: Option<Vec<StdListener>>, reloader: Reloader)
     loop {
         let now = Instant::now();
         if !stopping {
-            for slot in slots.iter_mut().filter(|s| s.pid.is_none() && s.restart_at.is_some_and(|t| t <= now)) {
-                slot.pid = Some(spawn(&cfg, activated.as_deref(), &reloader)?);
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if slot.pid.is_some() || !slot.restart_at.is_some_and(|t| t <= now) {
+                    continue;
+                }
+                let inherit = if shared.is_some() {
+                    Inherit::Shared
+                } else if i == 0 {
+                    Inherit::Take
+                } else {
+                    Inherit::None
+                };
+                slot.pid = Some(spawn(&cfg, shared.as_deref(), &mut handoff, inherit, &reloader)?);
                 slot.started = now;
                 slot.restart_at = None;
             }
+            // Every worker has started once: the first one owns the caller's sockets now.
+            handoff = None;
         }
         if stopping && slots.iter().all(|s| s.pid.is_none()) {
             return Ok(0);
@@ -116,7 +144,15 @@ fn describe(status: libc::c_int) -> String {
 }
 
 /// Forks a worker that binds its own listeners and runs the event loop.
-fn spawn(cfg: &Config, activated: Option<&[StdListener]>, reloader: &Reloader) -> Result<libc::pid_t, StartError> {
+fn spawn(
+    cfg: &Config,
+    shared: Option<&[StdListener]>,
+    handoff: &mut Option<Vec<StdListener>>,
+    inherit: Inherit,
+    reloader: &Reloader,
+) -> Result<libc::pid_t, StartError> {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: the parent is single-threaded, so the child starts from a consistent state
     // and may run arbitrary code.
     let pid = unsafe { libc::fork() };
@@ -126,9 +162,21 @@ fn spawn(cfg: &Config, activated: Option<&[StdListener]>, reloader: &Reloader) -
     if pid > 0 {
         return Ok(pid);
     }
-    let listeners = match activated {
-        Some(l) => server::from_std(l),
-        None => server::bind_all(cfg),
+    // A worker must not outlive its parent (nothing would restart or stop it).
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process; getppid has no
+    // preconditions.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+    }
+    let taken = handoff.take();
+    let listeners = match (inherit, shared, taken) {
+        (Inherit::Shared, Some(l), _) => server::from_std(l),
+        (Inherit::Take, _, Some(l)) => Ok(l.into_iter().map(mio::net::TcpListener::from_std).collect()),
+        // Any sockets meant for another worker are closed here (dropped with `taken`).
+        _ => server::bind_all(cfg),
     };
     let code = match listeners.and_then(|l| Server::new(cfg.clone(), l)) {
         Ok(mut server) => {

@@ -1,14 +1,40 @@
-//! The command line: ferrohttpd's own long options and the thttpd-compatible flags, which
-//! override the configuration file.
+//! The command line, in two personalities chosen by the program name (argv\[0\]):
+//!
+//! - **`ferrohttpd`**: the long options `--config FILE` (TOML), `--check-config`, `--help`,
+//!   `--version`, the subcommand `compress DIR …`, and every thttpd flag, which overrides the
+//!   configuration file. Defaults are ferrohttpd's own.
+//! - **`thttpd`** (a symlink or copy named so): the same flags with thttpd 2.29's defaults —
+//!   port 80 on every IPv4 and IPv6 address, the current directory, the access log to
+//!   syslog, daemonising unless `-D`, user `nobody` when started as root, `.htpasswd`
+//!   checking, thttpd's permission rules and directory listings.
+//!
+//! In both, the long options are taken out first (a value of a flag that takes one is never
+//! mistaken for one), and the rest is parsed left to right by [`crate::thttpd::args`]. A `-C`
+//! file ending in `.toml` (or `--config`) is ferrohttpd's TOML: it becomes the base, and every
+//! flag overrides it; with a TOML base, thttpd mode keeps the file's listen addresses, root
+//! and logs unless flags change them.
+//!
+//! Relative paths follow thttpd: `-d`, `-l` and `-t` are relative to the working directory
+//! the server was started in; `-i` and `-dd` to the served directory (thttpd has already
+//! changed into it when it uses them); with `-r`, `-dd` is a path inside the chroot tree.
+//!
+//! `-c` (CGI) is refused: ferrohttpd serves static files only, and serving a script's source
+//! as a static file would be worse than not starting.
 
-use std::ffi::OsString;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError, LogTarget};
+use crate::compress::CompressOptions;
+use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
+use crate::http::encoding::Encoding;
+use crate::thttpd::args::{self, Parsed, Settings};
 
+/// ferrohttpd's usage text (`--help`, and after a command-line error).
 pub const USAGE: &str = "\
-usage: ferrohttpd [--config FILE] [--check-config] [-p PORT] [-d DIR] [-h HOST] [-l LOGFILE] [-D] [-V]
+usage: ferrohttpd [--config FILE] [--check-config] [thttpd flags...]
+       ferrohttpd compress DIR [--min-size N] [--encodings br,zstd,gzip] [-v]
 
 Serves the files under a directory over HTTP/1.1.
 
@@ -18,24 +44,107 @@ options:
   --help           print this help and exit
   --version, -V    print the version and exit
 
-thttpd-compatible flags (they override the configuration file):
+thttpd-compatible flags, processed left to right (they override the configuration file):
+  -C FILE          thttpd config file (a FILE ending in .toml is read as --config)
   -p PORT          port to listen on (for every listen address)
   -d DIR           document root
+  -r | -nor        chroot into the document root after binding / don't
+  -dd DIR          document root inside the chroot (relative to -d without -r)
+  -s | -nos        refuse symlinks leading out of the root / follow every symlink
+  -v | -nov        virtual hosting: the Host header selects a subdirectory / don't
+  -g | -nog        the root's .htpasswd protects everything / don't
+  -u USER          switch to this user after binding, when started as root
+  -t FILE          thttpd throttle file
   -h HOST          address or host name to bind to
   -l LOGFILE       access log file; '-' for stdout, '/dev/null' for none
+  -i PIDFILE       write the process id to this file
+  -T CHARSET       charset of text/* responses
+  -P P3P           P3P header added to every response
+  -M SECONDS       Cache-Control max-age (and Expires) on every file response
   -D               stay in the foreground (ferrohttpd always does)
+  -c PATTERN       CGI: not supported, ferrohttpd refuses to start
+
+compress: write precompressed siblings (x.br, x.zst, x.gz) beside the compressible files
+  under DIR; --min-size N skips smaller files (default 256), --encodings picks the codings,
+  -v lists each file written.
+
+Invoked as `thttpd` (a symlink or copy of this binary named so), it takes thttpd 2.29's
+command line with thttpd's defaults.
 ";
+
+/// thttpd's version string, as `thttpd -V` prints it, with ours.
+pub fn thttpd_version() -> String {
+    format!("thttpd/2.29 (ferrohttpd {})", env!("CARGO_PKG_VERSION"))
+}
+
+/// The name used for the server's own messages.
+pub fn program_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Ferrohttpd => "ferrohttpd",
+        Mode::Thttpd => "thttpd",
+    }
+}
+
+/// The usage text of a personality.
+pub fn usage(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Ferrohttpd => USAGE,
+        Mode::Thttpd => args::USAGE,
+    }
+}
+
+/// The version line of a personality.
+pub fn version(mode: Mode) -> String {
+    match mode {
+        Mode::Ferrohttpd => format!("ferrohttpd {}", env!("CARGO_PKG_VERSION")),
+        Mode::Thttpd => thttpd_version(),
+    }
+}
+
+/// Which command line (and defaults) the binary uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Invoked as anything but `thttpd`.
+    Ferrohttpd,
+    /// Invoked as `thttpd`: a drop-in for thttpd 2.29.
+    Thttpd,
+}
+
+impl Mode {
+    /// The personality for a program name (argv\[0\]).
+    pub fn from_argv0(argv0: &OsStr) -> Mode {
+        if args::invoked_as_thttpd(argv0) {
+            Mode::Thttpd
+        } else {
+            Mode::Ferrohttpd
+        }
+    }
+}
+
+/// A configuration ready to run, with what `main` needs besides it.
+#[derive(Debug)]
+pub struct Launch {
+    pub config: Config,
+    pub mode: Mode,
+    /// Non-fatal problems (throttle-file lines that did not parse), for `main` to print.
+    pub warnings: Vec<String>,
+}
 
 /// What `main` should do.
 #[derive(Debug)]
 pub enum Command {
-    Run(Box<Config>),
-    CheckConfig(Box<Config>),
+    Run(Box<Launch>),
+    CheckConfig(Box<Launch>),
     Help,
     Version,
+    /// `ferrohttpd compress DIR …`.
+    Compress {
+        dir: PathBuf,
+        options: CompressOptions,
+    },
 }
 
-/// A command-line error; `usage` says whether to print the usage line after the message.
+/// A command-line error; `usage` says whether to print the usage text after the message.
 #[derive(Debug)]
 pub struct CliError {
     pub message: String,
@@ -48,106 +157,352 @@ impl From<ConfigError> for CliError {
     }
 }
 
+impl From<args::ArgError> for CliError {
+    fn from(e: args::ArgError) -> CliError {
+        CliError { message: e.message, usage: e.usage }
+    }
+}
+
 fn usage_err(message: String) -> CliError {
     CliError { message, usage: true }
 }
 
-#[derive(Default)]
-struct Overrides {
-    port: Option<u16>,
-    dir: Option<PathBuf>,
-    host: Option<String>,
-    logfile: Option<PathBuf>,
+fn plain_err(message: String) -> CliError {
+    CliError { message, usage: false }
 }
 
-/// Parses the arguments (without the program name).
+/// The message for a CGI pattern, which ferrohttpd refuses.
+pub const CGI_REFUSED: &str = "ferrohttpd serves static files only; CGI (-c PATTERN) is not supported";
+
+/// thttpd's index file names (without `index.cgi`: no CGI here).
+const THTTPD_INDEX: &[&str] = &["index.html", "index.htm", "index.xhtml", "index.xht", "Default.htm"];
+
+/// thttpd's default port.
+const THTTPD_PORT: u16 = 80;
+
+/// Parses the arguments (without the program name) as `ferrohttpd`.
 pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, CliError> {
-    let mut args = args.into_iter();
+    parse_as(Mode::Ferrohttpd, args)
+}
+
+/// Parses the arguments (without the program name) in the given personality.
+pub fn parse_as<I: IntoIterator<Item = OsString>>(mode: Mode, args: I) -> Result<Command, CliError> {
+    let args: Vec<OsString> = args.into_iter().collect();
+    if mode == Mode::Ferrohttpd && args.first().is_some_and(|a| a == "compress") {
+        return parse_compress(&args[1..]);
+    }
+
+    // Take the long options out; hand the rest, in order, to thttpd's parser.
     let mut config: Option<PathBuf> = None;
     let mut check = false;
-    let mut ov = Overrides::default();
-
-    while let Some(arg) = args.next() {
+    let mut rest: Vec<OsString> = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
         let Some(a) = arg.to_str() else {
-            return Err(usage_err(format!("unrecognised argument {arg:?}")));
-        };
-        let mut value = |name: &str| -> Result<OsString, CliError> {
-            args.next().ok_or_else(|| usage_err(format!("{name} needs a value")))
+            rest.push(arg);
+            continue;
         };
         match a {
             "--help" => return Ok(Command::Help),
-            "--version" | "-V" => return Ok(Command::Version),
+            "--version" => return Ok(Command::Version),
             "--check-config" => check = true,
-            "--config" | "-C" => config = Some(value(a)?.into()),
-            "-p" => {
-                let v = value(a)?;
-                let port = v.to_str().and_then(|s| s.parse::<u16>().ok());
-                ov.port = Some(port.ok_or_else(|| usage_err(format!("-p: {v:?} is not a port number")))?);
+            "--config" => {
+                let v = it.next().ok_or_else(|| usage_err("--config needs a value".into()))?;
+                config = Some(v.into());
             }
-            "-d" => ov.dir = Some(value(a)?.into()),
-            "-h" => {
-                let v = value(a)?;
-                ov.host = Some(v.into_string().map_err(|v| usage_err(format!("-h: {v:?} is not a host name")))?);
-            }
-            "-l" => ov.logfile = Some(value(a)?.into()),
-            "-D" => {}
-            _ => {
-                if let Some(path) = a.strip_prefix("--config=") {
-                    config = Some(path.into());
-                } else {
-                    return Err(usage_err(format!("unknown option {a}")));
+            _ if a.starts_with("--config=") => config = Some(PathBuf::from(&a["--config=".len()..])),
+            _ if takes_value(a) => {
+                rest.push(arg);
+                if let Some(v) = it.next() {
+                    rest.push(v);
                 }
             }
+            _ => rest.push(arg),
         }
     }
 
-    let mut cfg = match &config {
+    let settings = match args::parse_args(rest)? {
+        Parsed::Version => return Ok(Command::Version),
+        Parsed::Help => return Ok(Command::Help),
+        Parsed::Run(s) => s,
+    };
+    let launch = build(mode, settings, config)?;
+    Ok(if check { Command::CheckConfig(Box::new(launch)) } else { Command::Run(Box::new(launch)) })
+}
+
+/// The thttpd flags that take a value (their value is passed through untouched).
+fn takes_value(flag: &str) -> bool {
+    matches!(flag, "-C" | "-p" | "-d" | "-dd" | "-u" | "-c" | "-t" | "-h" | "-l" | "-i" | "-T" | "-P" | "-M")
+}
+
+/// Builds the configuration from thttpd settings and an optional TOML base.
+fn build(mode: Mode, s: Settings, config: Option<PathBuf>) -> Result<Launch, CliError> {
+    if s.cgi_pattern.is_some() {
+        return Err(plain_err(CGI_REFUSED.into()));
+    }
+    let toml = match (config, s.toml_config.clone()) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(usage_err(format!(
+                "two TOML configurations given ({} and {}); give one",
+                a.display(),
+                b.display()
+            )))
+        }
+        (Some(a), _) => Some(a),
+        (None, b) => b,
+    };
+    let mut cfg = match &toml {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    apply_overrides(&mut cfg, ov)?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut warnings = Vec::new();
+    apply(mode, &s, toml.is_some(), &cwd, &mut cfg, &mut warnings)?;
     cfg.check()?;
-    Ok(if check { Command::CheckConfig(Box::new(cfg)) } else { Command::Run(Box::new(cfg)) })
+    Ok(Launch { config: cfg, mode, warnings })
 }
 
-fn apply_overrides(cfg: &mut Config, ov: Overrides) -> Result<(), CliError> {
-    if let Some(dir) = ov.dir {
-        cfg.root = dir;
+/// `base.join(p)`, or `p` when absolute (as `Path::join` does; named for clarity).
+fn relative_to(base: &Path, p: &Path) -> PathBuf {
+    base.join(p)
+}
+
+/// Applies thttpd settings onto `cfg`. `has_base`: `cfg` came from a TOML file, whose
+/// values then stand in for thttpd's defaults.
+fn apply(
+    mode: Mode,
+    s: &Settings,
+    has_base: bool,
+    cwd: &Path,
+    cfg: &mut Config,
+    warnings: &mut Vec<String>,
+) -> Result<(), CliError> {
+    let thttpd = mode == Mode::Thttpd;
+
+    // thttpd's defaults, unless a TOML file is the base.
+    if thttpd && !has_base {
+        cfg.root = cwd.to_path_buf();
+        cfg.access_log = LogTarget::Syslog;
+        cfg.dotfiles = DotfilePolicy::Allow;
+        cfg.symlinks = SymlinkPolicy::WithinRoot;
+        cfg.listing = true;
+        cfg.index = THTTPD_INDEX.iter().map(|s| s.to_string()).collect();
     }
-    if let Some(log) = ov.logfile {
-        cfg.access_log = match log.to_str() {
-            Some("-") => LogTarget::Std,
-            Some("/dev/null") => LogTarget::Off,
-            _ => LogTarget::File(log),
-        };
+
+    // The served directory: everything relative to it is resolved against it.
+    if let Some(dir) = &s.dir {
+        cfg.root = relative_to(cwd, dir);
     }
-    let port = ov.port.unwrap_or_else(|| cfg.listen.first().map_or(8080, SocketAddr::port));
-    if let Some(host) = ov.host {
-        cfg.listen = match host.parse::<IpAddr>() {
+    let dir = relative_to(cwd, &cfg.root);
+
+    // Listen addresses.
+    if let Some(host) = &s.host {
+        let port = s.port.unwrap_or_else(|| {
+            if thttpd && !has_base {
+                THTTPD_PORT
+            } else {
+                cfg.listen.first().map_or(THTTPD_PORT, SocketAddr::port)
+            }
+        });
+        let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        cfg.listen = match literal.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, port)],
             Err(_) => {
-                let spec = format!("{host}:{port}");
-                super::raw::parse_listen(&spec).map_err(|e| CliError { message: format!("-h: {e}"), usage: false })?
+                let mut addrs = super::raw::parse_listen(&format!("{host}:{port}"))
+                    .map_err(|e| plain_err(format!("-h {host}: {e}")))?;
+                addrs.sort();
+                addrs.dedup();
+                addrs
             }
         };
-    } else if ov.port.is_some() {
+    } else if thttpd && !has_base {
+        let port = s.port.unwrap_or(THTTPD_PORT);
+        cfg.listen =
+            vec![SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)), SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))];
+    } else if let Some(port) = s.port {
         for a in &mut cfg.listen {
             a.set_port(port);
         }
         cfg.listen.dedup();
     }
+
+    // chroot and the data directory.
+    if let Some(on) = s.chroot {
+        cfg.thttpd.chroot = on;
+    }
+    if let Some(dd) = &s.data_dir {
+        if cfg.thttpd.chroot {
+            // A path inside the chroot tree; main resolves it after chroot().
+            cfg.thttpd.data_dir = Some(dd.clone());
+        } else {
+            cfg.root = relative_to(&dir, dd);
+            cfg.thttpd.data_dir = None;
+        }
+    }
+    match s.symlink_check {
+        Some(true) => cfg.symlinks = SymlinkPolicy::WithinRoot,
+        Some(false) => cfg.symlinks = SymlinkPolicy::Follow,
+        None => {}
+    }
+
+    // Access log.
+    if let Some(log) = &s.logfile {
+        cfg.access_log = match log.to_str() {
+            Some("-") => LogTarget::Std,
+            Some("/dev/null") => LogTarget::Off,
+            _ => LogTarget::File(relative_to(cwd, log)),
+        };
+    }
+
+    // Throttles: read now, as thttpd does (before changing directory).
+    if let Some(file) = &s.throttles {
+        let path = relative_to(cwd, file);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| plain_err(format!("throttles file {}: {e}", path.display())))?;
+        let (rules, bad) = crate::thttpd::throttle::parse_throttles(&text);
+        for (line, content) in bad {
+            warnings.push(format!("{}:{line}: unparsable throttle line, ignored: {}", path.display(), content.trim()));
+        }
+        cfg.throttles = rules;
+    }
+
+    if let Some(pid) = &s.pidfile {
+        // thttpd writes it after changing into the served directory.
+        let base = if thttpd { dir.as_path() } else { cwd };
+        cfg.pid_file = Some(relative_to(base, pid));
+    }
+    if let Some(charset) = &s.charset {
+        cfg.charset = charset.clone();
+    }
+    if let Some(p3p) = &s.p3p {
+        cfg.thttpd.p3p = Some(p3p.clone());
+    }
+    if let Some(max_age) = s.max_age {
+        cfg.max_age = Some(max_age);
+    }
+    if let Some(on) = s.vhost {
+        cfg.thttpd.vhost_dirs = on;
+    }
+    if let Some(on) = s.global_passwd {
+        cfg.thttpd.global_passwd = on;
+        if on {
+            cfg.thttpd.htpasswd = true;
+        }
+    }
+    if let Some(p) = &s.url_pattern {
+        cfg.thttpd.url_pattern = Some(p.clone());
+    }
+    if let Some(p) = &s.local_pattern {
+        cfg.thttpd.local_pattern = Some(p.clone());
+    }
+    if let Some(on) = s.no_empty_referrers {
+        cfg.thttpd.no_empty_referrers = on;
+    }
+    if let Some(user) = &s.user {
+        cfg.thttpd.user = Some(user.clone());
+    }
+
+    if thttpd {
+        cfg.thttpd.enabled = true;
+        cfg.thttpd.htpasswd = true;
+        cfg.thttpd.daemonize = s.debug != Some(true);
+        if cfg.thttpd.user.is_none() {
+            cfg.thttpd.user = Some("nobody".into());
+        }
+        if !has_base {
+            // thttpd reports its problems to syslog; in the foreground, on stderr.
+            cfg.error_log = if cfg.thttpd.daemonize { LogTarget::Syslog } else { LogTarget::Std };
+        }
+    }
     Ok(())
+}
+
+/// `compress DIR [--min-size N] [--encodings br,zstd,gzip] [-v]`.
+fn parse_compress(args: &[OsString]) -> Result<Command, CliError> {
+    let mut options = CompressOptions::default();
+    let mut dir: Option<PathBuf> = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let Some(a) = arg.to_str() else {
+            if dir.is_some() {
+                return Err(usage_err(format!("compress: unexpected argument {arg:?}")));
+            }
+            dir = Some(PathBuf::from(arg));
+            continue;
+        };
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (a, None),
+        };
+        let mut value = |name: &str| -> Result<String, CliError> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => it
+                    .next()
+                    .and_then(|v| v.to_str())
+                    .map(str::to_string)
+                    .ok_or_else(|| usage_err(format!("compress: {name} needs a value"))),
+            }
+        };
+        match name {
+            "--min-size" => {
+                let v = value(name)?;
+                options.min_size =
+                    v.parse().map_err(|_| usage_err(format!("compress: --min-size: '{v}' is not a byte count")))?;
+            }
+            "--encodings" => {
+                let v = value(name)?;
+                let mut encodings = Vec::new();
+                for token in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                    let e = Encoding::from_config(token).ok_or_else(|| {
+                        usage_err(format!("compress: unknown encoding '{token}' (expected br, zstd or gzip)"))
+                    })?;
+                    encodings.push(e);
+                }
+                if encodings.is_empty() {
+                    return Err(usage_err("compress: --encodings needs at least one of br, zstd, gzip".into()));
+                }
+                options.encodings = encodings;
+            }
+            "-v" | "--verbose" => options.verbose = true,
+            "--help" => return Ok(Command::Help),
+            _ if a.starts_with('-') && a.len() > 1 => {
+                return Err(usage_err(format!("compress: unknown option {a}")));
+            }
+            _ => {
+                if dir.is_some() {
+                    return Err(usage_err(format!("compress: unexpected argument '{a}' (one directory only)")));
+                }
+                dir = Some(PathBuf::from(a));
+            }
+        }
+    }
+    let dir = dir.ok_or_else(|| usage_err("compress: which directory? (ferrohttpd compress DIR)".into()))?;
+    Ok(Command::Compress { dir, options })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
-    fn run(args: &[&str]) -> Result<Config, CliError> {
-        match parse(args.iter().map(OsString::from))? {
-            Command::Run(c) | Command::CheckConfig(c) => Ok(*c),
+    fn launch(mode: Mode, args: &[&str]) -> Result<Launch, CliError> {
+        match parse_as(mode, args.iter().map(OsString::from))? {
+            Command::Run(l) | Command::CheckConfig(l) => Ok(*l),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    fn run(args: &[&str]) -> Result<Config, CliError> {
+        launch(Mode::Ferrohttpd, args).map(|l| l.config)
+    }
+
+    fn thttpd(args: &[&str]) -> Result<Config, CliError> {
+        launch(Mode::Thttpd, args).map(|l| l.config)
+    }
+
+    fn cwd() -> PathBuf {
+        std::env::current_dir().unwrap()
     }
 
     #[test]
@@ -156,23 +511,176 @@ mod tests {
         assert_eq!(c.listen, vec!["0.0.0.0:9000".parse().unwrap()]);
         assert_eq!(c.root, PathBuf::from("/srv"));
         assert_eq!(c.access_log, LogTarget::Off);
+        assert!(!c.thttpd.enabled && !c.thttpd.daemonize);
         let c = run(&["-h", "127.0.0.1", "-p", "81", "-l", "-"]).unwrap();
         assert_eq!(c.listen, vec!["127.0.0.1:81".parse().unwrap()]);
         assert_eq!(c.access_log, LogTarget::Std);
         let c = run(&["-h", "::1"]).unwrap();
         assert_eq!(c.listen, vec!["[::1]:8080".parse().unwrap()]);
         let c = run(&["-l", "x.log"]).unwrap();
-        assert_eq!(c.access_log, LogTarget::File("x.log".into()));
+        assert_eq!(c.access_log, LogTarget::File(cwd().join("x.log")));
+    }
+
+    #[test]
+    fn every_flag_in_ferrohttpd_mode() {
+        let c = run(&[
+            "-r",
+            "-dd",
+            "data",
+            "-nos",
+            "-v",
+            "-g",
+            "-u",
+            "www",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-i",
+            "/run/x.pid",
+            "-T",
+            "iso-8859-1",
+            "-P",
+            "CP=\"x\"",
+            "-M",
+            "60",
+            "-D",
+        ])
+        .unwrap();
+        assert!(c.thttpd.chroot);
+        assert_eq!(c.thttpd.data_dir, Some(PathBuf::from("data")));
+        assert_eq!(c.symlinks, SymlinkPolicy::Follow);
+        assert!(c.thttpd.vhost_dirs && c.thttpd.global_passwd && c.thttpd.htpasswd);
+        assert_eq!(c.thttpd.user.as_deref(), Some("www"));
+        assert_eq!(c.pid_file, Some(PathBuf::from("/run/x.pid")));
+        assert_eq!(c.charset, "iso-8859-1");
+        assert_eq!(c.thttpd.p3p.as_deref(), Some("CP=\"x\""));
+        assert_eq!(c.max_age, Some(60));
+        assert!(!c.thttpd.enabled, "ferrohttpd mode keeps its own behaviour");
+        assert_eq!(c.dotfiles, DotfilePolicy::Deny);
+    }
+
+    #[test]
+    fn thttpd_defaults() {
+        let c = thttpd(&[]).unwrap();
+        assert_eq!(c.listen, vec!["0.0.0.0:80".parse().unwrap(), "[::]:80".parse().unwrap()]);
+        assert_eq!(c.root, cwd());
+        assert_eq!(c.access_log, LogTarget::Syslog);
+        assert_eq!(c.error_log, LogTarget::Syslog);
+        assert!(c.thttpd.enabled && c.thttpd.htpasswd && c.thttpd.daemonize);
+        assert_eq!(c.thttpd.user.as_deref(), Some("nobody"));
+        assert_eq!(c.dotfiles, DotfilePolicy::Allow);
+        assert_eq!(c.symlinks, SymlinkPolicy::WithinRoot);
+        assert!(c.listing);
+        let c = thttpd(&["-D", "-p", "8000"]).unwrap();
+        assert!(!c.thttpd.daemonize);
+        assert_eq!(c.error_log, LogTarget::Std);
+        assert_eq!(c.listen, vec!["0.0.0.0:8000".parse().unwrap(), "[::]:8000".parse().unwrap()]);
+        let c = thttpd(&["-h", "127.0.0.1"]).unwrap();
+        assert_eq!(c.listen, vec!["127.0.0.1:80".parse().unwrap()]);
+        let c = thttpd(&["-r"]).unwrap();
+        assert!(c.thttpd.chroot);
+        assert_eq!(c.symlinks, SymlinkPolicy::Follow);
+        let c = thttpd(&["-nos"]).unwrap();
+        assert_eq!(c.symlinks, SymlinkPolicy::Follow);
+    }
+
+    #[test]
+    fn thttpd_relative_paths() {
+        let c = thttpd(&["-d", "/srv/www", "-dd", "data", "-i", "run/t.pid", "-l", "t.log"]).unwrap();
+        assert_eq!(c.root, PathBuf::from("/srv/www/data"));
+        assert_eq!(c.thttpd.data_dir, None);
+        assert_eq!(c.pid_file, Some(PathBuf::from("/srv/www/run/t.pid")));
+        assert_eq!(c.access_log, LogTarget::File(cwd().join("t.log")));
+        let c = thttpd(&["-d", "/srv/www", "-r", "-dd", "/data"]).unwrap();
+        assert_eq!(c.root, PathBuf::from("/srv/www"));
+        assert_eq!(c.thttpd.data_dir, Some(PathBuf::from("/data")));
+    }
+
+    #[test]
+    fn cgi_is_refused() {
+        let e = thttpd(&["-c", "**.cgi"]).unwrap_err();
+        assert!(!e.usage);
+        assert!(e.message.contains("static files only") && e.message.contains("CGI"), "{}", e.message);
+        assert!(run(&["-c", "cgi-bin/*"]).is_err());
+    }
+
+    #[test]
+    fn throttle_file_is_read_and_bad_lines_warned() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"# c\n**.jpg 50000\nnonsense\n** 2000-100000\n").unwrap();
+        let l = launch(Mode::Thttpd, &["-t", f.path().to_str().unwrap()]).unwrap();
+        assert_eq!(l.config.throttles.len(), 2);
+        assert_eq!(l.warnings.len(), 1);
+        assert!(l.warnings[0].contains(":3:") && l.warnings[0].contains("nonsense"), "{:?}", l.warnings);
+        let e = thttpd(&["-t", "/nonexistent/throttles"]).unwrap_err();
+        assert!(e.message.contains("/nonexistent/throttles"), "{}", e.message);
+    }
+
+    #[test]
+    fn long_options_do_not_eat_flag_values() {
+        // `-l --check-config` logs to a file named "--check-config"; it is not the option.
+        let c = parse_as(Mode::Thttpd, ["-l", "--check-config"].map(OsString::from)).unwrap();
+        assert!(matches!(c, Command::Run(_)));
+    }
+
+    #[test]
+    fn toml_base_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("x.toml");
+        std::fs::write(&toml, "[server]\nlisten = [\"127.0.0.1:9999\"]\nroot = \"/srv/base\"\n").unwrap();
+        let t = toml.to_str().unwrap();
+        let c = thttpd(&["-C", t, "-p", "81"]).unwrap();
+        assert_eq!(c.listen, vec!["127.0.0.1:81".parse().unwrap()]);
+        assert_eq!(c.root, PathBuf::from("/srv/base"));
+        assert!(c.thttpd.enabled);
+        let c = run(&["--config", t, "-d", "/srv/other"]).unwrap();
+        assert_eq!(c.root, PathBuf::from("/srv/other"));
+        let other = dir.path().join("y.toml");
+        std::fs::write(&other, "").unwrap();
+        assert!(run(&["--config", t, "-C", other.to_str().unwrap()]).unwrap_err().usage);
     }
 
     #[test]
     fn bad_arguments() {
         assert!(run(&["-x"]).unwrap_err().usage);
         assert!(run(&["-p"]).unwrap_err().usage);
-        assert!(run(&["-p", "70000"]).unwrap_err().usage);
+        assert!(run(&["-p", "70000"]).is_err());
         assert!(!run(&["--config", "/nonexistent/x.toml"]).unwrap_err().usage);
         assert!(matches!(parse(["--help".into()]), Ok(Command::Help)));
         assert!(matches!(parse(["-V".into()]), Ok(Command::Version)));
+        assert!(matches!(parse_as(Mode::Thttpd, ["-V".into()]), Ok(Command::Version)));
         assert!(matches!(parse(["--check-config".into()]), Ok(Command::CheckConfig(_))));
+        assert!(thttpd(&["stray"]).unwrap_err().usage);
+    }
+
+    #[test]
+    fn compress_subcommand() {
+        let c = parse(["compress", "site", "--min-size", "10", "--encodings", "gzip,br", "-v"].map(OsString::from));
+        match c {
+            Ok(Command::Compress { dir, options }) => {
+                assert_eq!(dir, PathBuf::from("site"));
+                assert_eq!(options.min_size, 10);
+                assert_eq!(options.encodings, vec![Encoding::Gzip, Encoding::Br]);
+                assert!(options.verbose);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(["compress", "--min-size=5", "d"].map(OsString::from)),
+            Ok(Command::Compress { options: CompressOptions { min_size: 5, .. }, .. })
+        ));
+        assert!(parse(["compress".into()]).unwrap_err().usage);
+        assert!(parse(["compress", "d", "--encodings", "lzma"].map(OsString::from)).unwrap_err().usage);
+        assert!(parse(["compress", "a", "b"].map(OsString::from)).unwrap_err().usage);
+        // As thttpd there is no subcommand: "compress" is a stray argument.
+        assert!(parse_as(Mode::Thttpd, ["compress".into()]).unwrap_err().usage);
+    }
+
+    #[test]
+    fn mode_from_argv0() {
+        assert_eq!(Mode::from_argv0(OsStr::new("/usr/sbin/thttpd")), Mode::Thttpd);
+        assert_eq!(Mode::from_argv0(OsStr::new("ferrohttpd")), Mode::Ferrohttpd);
+        assert!(thttpd_version().starts_with("thttpd/2.29 (ferrohttpd "));
     }
 }
