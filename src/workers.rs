@@ -64,7 +64,7 @@ pub fn run(cfg: Config, listeners: Listeners, reloader: Reloader) -> Result<u8, 
         let now = Instant::now();
         if !stopping {
             for (i, slot) in slots.iter_mut().enumerate() {
-                if slot.pid.is_some() || !slot.restart_at.is_some_and(|t| t <= now) {
+                if slot.pid.is_some() || slot.restart_at.is_none_or(|t| t > now) {
                     continue;
                 }
                 let inherit = if shared.is_some() {
