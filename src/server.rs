@@ -40,6 +40,8 @@ const CONN_BASE: usize = 1 << 16;
 const SIGNAL_TOKEN: Token = Token(CONN_BASE - 1);
 /// How long accepting pauses when the process runs out of descriptors.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// Running out of descriptors is reported at most this often.
+const EMFILE_LOG_EVERY: Duration = Duration::from_secs(60);
 /// Timeouts are checked this often.
 const TICK: Duration = Duration::from_secs(1);
 /// Pooled buffers kept for reuse.
@@ -155,6 +157,9 @@ pub struct Server {
     spare: Option<File>,
     shutdown_deadline: Option<Instant>,
     next_tick: Instant,
+    /// When running out of descriptors was last reported, and how often it happened since.
+    emfile_logged: Option<Instant>,
+    emfile_count: u64,
     reloader: Option<Reloader>,
 }
 
@@ -369,6 +374,8 @@ impl Server {
             spare: File::open("/dev/null").ok(),
             shutdown_deadline: None,
             next_tick,
+            emfile_logged: None,
+            emfile_count: 0,
             reloader: None,
         })
     }
@@ -563,12 +570,20 @@ impl Server {
             }
             self.spare = File::open("/dev/null").ok();
         }
-        self.cx.error(format_args!(
-            "accept: {e} with {} connections open; pausing accepts for {} ms",
-            self.conns.len(),
-            ACCEPT_PAUSE.as_millis()
-        ));
-        self.accept_paused_until = Some(self.cx.clock.now + ACCEPT_PAUSE);
+        // Said once a minute at most, with how often it happened meanwhile.
+        self.emfile_count += 1;
+        let now = self.cx.clock.now;
+        if self.emfile_logged.is_none_or(|t| now.saturating_duration_since(t) >= EMFILE_LOG_EVERY) {
+            self.cx.error(format_args!(
+                "accept: {e} with {} connections open ({} times since the last report); pausing accepts for {} ms each time",
+                self.conns.len(),
+                self.emfile_count,
+                ACCEPT_PAUSE.as_millis()
+            ));
+            self.emfile_logged = Some(now);
+            self.emfile_count = 0;
+        }
+        self.accept_paused_until = Some(now + ACCEPT_PAUSE);
     }
 
     /// Drives one connection, containing any panic to that connection.
