@@ -18,6 +18,22 @@ use crate::thttpd::syslog::Syslog;
 /// The program name in syslog lines.
 const SYSLOG_TAG: &str = "ferrohttpd";
 
+/// Syslog connections made before a chroot, taken by the logs opened after it.
+static PRECONNECTED: std::sync::Mutex<Vec<Syslog>> = std::sync::Mutex::new(Vec::new());
+
+/// Connects `count` syslog clients now (before chroot hides /dev/log); the next logs opened
+/// with the syslog target use them.
+pub fn preconnect_syslog(count: usize) {
+    if let Ok(mut pool) = PRECONNECTED.lock() {
+        for _ in 0..count {
+            let mut s = Syslog::new(SYSLOG_TAG);
+            if s.connect().is_ok() {
+                pool.push(s);
+            }
+        }
+    }
+}
+
 /// Flush the access buffer once it holds this much.
 const FLUSH_BYTES: usize = 64 * 1024;
 /// ... or once its oldest line is this old.
@@ -39,9 +55,14 @@ impl Sink {
             LogTarget::Std => Some(std),
             LogTarget::File(p) => Some(Sink::File(open_append(p)?)),
             LogTarget::Syslog => {
-                let mut s = Syslog::new(SYSLOG_TAG);
-                // Not fatal: the client reconnects on the next message (syslogd may start later).
-                let _ = s.connect();
+                let pre = PRECONNECTED.lock().ok().and_then(|mut v| v.pop());
+                let s = pre.unwrap_or_else(|| {
+                    let mut s = Syslog::new(SYSLOG_TAG);
+                    // Not fatal: the client reconnects on the next message (syslogd may
+                    // start later).
+                    let _ = s.connect();
+                    s
+                });
                 Some(Sink::Syslog(s))
             }
         })
@@ -265,7 +286,8 @@ impl AccessLog {
     /// Flushes, then reopens the log file (after rotation).
     pub fn reopen(&mut self) -> io::Result<()> {
         self.flush();
-        if let LogTarget::File(_) | LogTarget::Syslog = self.target {
+        // syslog needs no reopening (and after a chroot could not reconnect).
+        if let LogTarget::File(_) = self.target {
             self.sink = Sink::open(&self.target, Sink::Stdout)?;
         }
         Ok(())

@@ -127,6 +127,11 @@ fn check(launch: Launch) -> ExitCode {
             ));
         }
     }
+    if cfg.thttpd.chroot {
+        // The same warnings a start would give (log outside the tree, no /dev/log inside).
+        plan_log(&cfg.access_log, &root, libc::STDOUT_FILENO, "logfile", &mut r);
+        plan_log(&cfg.error_log, &root, libc::STDERR_FILENO, "error log", &mut r);
+    }
     let switch_user = cfg.thttpd.user.as_deref().filter(|_| privs::is_root());
     if let Some(user) = switch_user {
         if let Err(e) = privs::lookup_user(user) {
@@ -221,8 +226,8 @@ fn plan_log(target: &LogTarget, chroot_root: &Path, fd: i32, what: &str, r: &mut
     let LogTarget::File(p) = target else {
         if *target == LogTarget::Syslog && !chroot_root.join("dev/log").exists() {
             r.warn(&format!(
-                "the {what} goes to syslog, but {}/dev/log does not exist inside the chroot tree: \
-                 its lines will be lost (use -l FILE, or make /dev/log available in the chroot)",
+                "the {what} goes to syslog, and {}/dev/log does not exist inside the chroot tree: \
+                 the connection made before chroot is used, and is lost if syslogd restarts",
                 chroot_root.display()
             ));
         }
@@ -424,6 +429,9 @@ fn serve(
                 }
             }
         }
+        // /dev/log is usually outside the tree: connect to syslog while it is in reach.
+        let syslogs = [&cfg.access_log, &cfg.error_log].iter().filter(|t| ***t == LogTarget::Syslog).count();
+        ferrohttpd::log::preconnect_syslog(syslogs);
         if let Err(e) = privs::chroot(&cfg.root) {
             return r.fail(e);
         }

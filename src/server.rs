@@ -28,6 +28,7 @@ use crate::http::date::Clock;
 use crate::http::encoding::Encoding;
 use crate::http::mime::MimeTypes;
 use crate::http::request::Limits;
+use crate::http::response::fixed_fields;
 use crate::log::{AccessLog, ErrorLog};
 use crate::status::{self, ConnStates, Counters, Format, Snapshot};
 use crate::sys::{self, SignalFd};
@@ -72,6 +73,8 @@ pub struct Ctx {
     pub referer: Option<RefererPolicy>,
     pub auth: AuthCache,
     pub throttles: Throttles,
+    /// `Server` and `P3P`, rendered once.
+    pub fixed_fields: Vec<u8>,
     /// Scratch for content negotiation and sibling paths.
     pub encodings: Vec<Encoding>,
     pub sibling: String,
@@ -337,6 +340,7 @@ impl Server {
             throttles: Throttles::new(cfg_ref.throttles.clone()),
             encodings: Vec::new(),
             sibling: String::new(),
+            fixed_fields: fixed_fields(&cfg_ref.server_header, cfg_ref.thttpd.p3p.as_deref()),
             path: String::new(),
             rbufs: Vec::new(),
             bodies: Vec::new(),
@@ -756,6 +760,7 @@ impl Server {
             // Counting starts afresh; connections open now were not counted.
             self.cx.per_ip.clear();
         }
+        self.cx.fixed_fields = fixed_fields(&new.server_header, new.thttpd.p3p.as_deref());
         self.cx.cfg = new;
         self.cx.config_loaded = self.cx.clock.log_date().to_string();
         Ok(())

@@ -488,7 +488,7 @@ impl Conn {
             Method::Get | Method::Head if is_status_page => self.status_page(cx, req),
             Method::Get | Method::Head => self.serve_file(cx, req),
             Method::Options => {
-                let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), &cx.cfg.server_header);
+                let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), &cx.fixed_fields);
                 h.field("Allow", ALLOW);
                 h.finish(keep, req.minor);
                 204

@@ -275,7 +275,7 @@ impl Conn {
         let validators = Validators { etag: rep.etag.as_bytes(), last_modified: rep.last_modified_secs };
         let use_range = match conditional::evaluate(true, &conds, &validators) {
             Outcome::NotModified => {
-                let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), &cx.cfg.server_header);
+                let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), &cx.fixed_fields);
                 representation_headers(&mut h, cx, &rep, &entry, encoding, vary);
                 h.finish(!self.close_after, req.minor);
                 return 304;
@@ -315,7 +315,7 @@ impl Conn {
             self.limit = Some(RateLimiter::new(cx.cfg.limit_rate, cx.cfg.limit_rate_after, cx.clock.now));
         }
 
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
         let multipart = if ranges.len() > 1 {
             let seed = rep.ino ^ (cx.counters.requests << 20) ^ cx.clock.unix_secs();
             let mp = Multipart::new(&ranges, size, &entry.content_type, seed);
@@ -400,7 +400,7 @@ impl Conn {
         } else {
             listing::html(shown, &entries, truncated, &mut buf);
         }
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.fixed_fields);
         h.field("Content-Type", if json { listing::JSON_TYPE } else { listing::HTML_TYPE }.as_bytes());
         h.number("Content-Length", buf.len() as u64);
         h.field("Cache-Control", b"no-cache");
@@ -418,7 +418,7 @@ impl Conn {
         let format = status::Format::from_query(req.query);
         let mut buf = cx.take_body();
         cx.render_status(format, &mut buf);
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.cfg.server_header);
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.fixed_fields);
         h.field("Content-Type", format.content_type().as_bytes());
         h.number("Content-Length", buf.len() as u64);
         h.field("Cache-Control", b"no-store");
@@ -431,7 +431,7 @@ impl Conn {
     /// `errors/errNNN.html` in the site's root, then the main root), else the built-in body.
     fn error_response(&mut self, cx: &mut Ctx, status: u16, req: &Request<'_>, site: Option<&Site>) -> u16 {
         if let Some(page) = self.find_error_page(cx, status, site) {
-            let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
+            let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
             h.field("Content-Type", page.content_type.as_bytes());
             h.number("Content-Length", page.size);
             if status == 405 {
@@ -498,7 +498,7 @@ impl Conn {
         self.release_body(cx);
         let mut buf = cx.take_body();
         error_body(&mut buf, status);
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.cfg.server_header);
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
         h.field("Content-Type", b"text/html; charset=utf-8");
         h.number("Content-Length", buf.len() as u64);
         if status == 405 {
@@ -577,9 +577,6 @@ fn representation_headers(
             h.field("Expires", httpdate::fmt_http_date(expires).as_bytes());
         }
         (None, None) => {}
-    }
-    if let Some(p3p) = &cx.cfg.thttpd.p3p {
-        h.field("P3P", p3p.as_bytes());
     }
 }
 

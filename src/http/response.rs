@@ -9,8 +9,9 @@ pub struct Head<'a> {
 }
 
 impl<'a> Head<'a> {
-    /// Clears `buf` and writes the status line, `Date` and (unless empty) `Server`.
-    pub fn new(buf: &'a mut Vec<u8>, status: u16, date: &str, server: &str) -> Head<'a> {
+    /// Clears `buf` and writes the status line, `Date`, and `fixed`: the fields every
+    /// response carries, pre-rendered once ([`fixed_fields`]).
+    pub fn new(buf: &'a mut Vec<u8>, status: u16, date: &str, fixed: &[u8]) -> Head<'a> {
         buf.clear();
         buf.extend_from_slice(b"HTTP/1.1 ");
         let mut n = itoa::Buffer::new();
@@ -20,11 +21,8 @@ impl<'a> Head<'a> {
         buf.extend_from_slice(b"\r\nDate: ");
         buf.extend_from_slice(date.as_bytes());
         buf.extend_from_slice(b"\r\n");
-        let mut h = Head { buf };
-        if !server.is_empty() {
-            h.field("Server", server.as_bytes());
-        }
-        h
+        buf.extend_from_slice(fixed);
+        Head { buf }
     }
 
     /// Adds a field. The caller guarantees that `value` holds no CR or LF.
@@ -56,6 +54,20 @@ impl<'a> Head<'a> {
     }
 }
 
+/// Renders the fields sent on every response: `Server` (unless empty) and thttpd's `P3P`.
+pub fn fixed_fields(server: &str, p3p: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, value) in [("Server", Some(server)), ("P3P", p3p)] {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out
+}
+
 /// Writes the HTML body of an error (or redirect) response into `body`.
 pub fn error_body(body: &mut Vec<u8>, status: u16) {
     body.clear();
@@ -80,7 +92,7 @@ mod tests {
     #[test]
     fn renders_head() {
         let mut buf = Vec::new();
-        let mut h = Head::new(&mut buf, 404, "Sun, 06 Nov 1994 08:49:37 GMT", "ferrohttpd");
+        let mut h = Head::new(&mut buf, 404, "Sun, 06 Nov 1994 08:49:37 GMT", &fixed_fields("ferrohttpd", None));
         h.field("Content-Type", b"text/html").number("Content-Length", 12);
         h.finish(false, 1);
         assert_eq!(
@@ -93,10 +105,11 @@ mod tests {
     #[test]
     fn keep_alive_spelling() {
         let mut buf = Vec::new();
-        Head::new(&mut buf, 200, "d", "").finish(true, 0);
+        Head::new(&mut buf, 200, "d", &fixed_fields("", None)).finish(true, 0);
         assert!(buf.ends_with(b"\r\nConnection: keep-alive\r\n\r\n"));
         assert!(!buf.windows(6).any(|w| w == b"Server"));
-        Head::new(&mut buf, 200, "d", "s").finish(true, 1);
+        Head::new(&mut buf, 200, "d", &fixed_fields("s", Some("CP=\"x\""))).finish(true, 1);
+        assert!(buf.windows(13).any(|w| w == b"P3P: CP=\"x\"\r\n"));
         assert!(!buf.windows(10).any(|w| w == b"Connection"));
     }
 
