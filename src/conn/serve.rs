@@ -355,8 +355,8 @@ impl Conn {
                     mp.part_header(i, &mut framing);
                     self.parts.push(Part { framing, range: Some(r) });
                 }
+                // The writer moves to the first part once the head is out.
                 self.rep = Some(rep);
-                self.next_part(cx);
             }
             None => {
                 let r = ranges.first().copied().unwrap_or(ByteRange { start: 0, end: size - 1 });

@@ -1,0 +1,1858 @@
+//! HTTP semantics for real sites (issue 5), over real sockets against the real binary:
+//! validators and conditional requests (RFC 9110 §8.8, §13), ranges and
+//! `multipart/byteranges` (§14), `If-Range` and a browser-like resume, precompressed
+//! siblings and `ferrohttpd compress`, cache headers and `[[headers]]` rules, custom error
+//! pages, and directory listings.
+
+mod common;
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use common::*;
+
+// ---------------------------------------------------------------------------------------------
+// Local helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Request header fields of a table case.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+/// Expected parts of a multipart response: (first, last, bytes).
+type Parts = Vec<(u64, u64, Vec<u8>)>;
+
+/// A request head: `METHOD path HTTP/1.1`, `Host`, the given fields, `Connection: close` if
+/// `close`.
+fn req(method: &str, path: &str, headers: &[(&str, &str)], close: bool) -> String {
+    let mut s = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
+    for (k, v) in headers {
+        s.push_str(k);
+        s.push_str(": ");
+        s.push_str(v);
+        s.push_str("\r\n");
+    }
+    if close {
+        s.push_str("Connection: close\r\n");
+    }
+    s.push_str("\r\n");
+    s
+}
+
+/// GET with extra fields on a fresh connection.
+fn get_h(srv: &Server, path: &str, headers: &[(&str, &str)]) -> Response {
+    srv.exchange(req("GET", path, headers, true))
+}
+
+/// HEAD with extra fields on a fresh connection.
+fn head_h(srv: &Server, path: &str, headers: &[(&str, &str)]) -> Response {
+    srv.exchange(req("HEAD", path, headers, true))
+}
+
+/// GET with `Connection: close`; the body is everything after the head up to EOF, so a
+/// `Content-Length` that disagrees with what was sent is caught.
+fn get_to_eof(srv: &Server, path: &str, headers: &[(&str, &str)]) -> Result<Response, String> {
+    let mut s = srv.connect();
+    raw(&mut s, req("GET", path, headers, true));
+    let mut r =
+        try_read_response(&mut s, true).map_err(|e| format!("GET {path} {headers:?}: no valid response head: {e}"))?;
+    let mut body = Vec::new();
+    s.read_to_end(&mut body).map_err(|e| format!("GET {path}: reading the body to EOF: {e}"))?;
+    r.body = body;
+    Ok(r)
+}
+
+/// Writes `root/rel`, creating parent directories.
+fn write(root: &Path, rel: &str, data: &[u8]) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(&p, data).unwrap();
+}
+
+/// Sets the modification time of a file, in seconds since the epoch.
+fn set_mtime(p: &Path, secs: u64) {
+    fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap_or_else(|e| panic!("set mtime of {}: {e}", p.display()));
+}
+
+/// The single `ETag` of a response, checked to be a strong, quoted entity-tag.
+fn strong_etag(r: &Response) -> Result<String, String> {
+    let v = r.headers_named("ETag");
+    if v.len() != 1 {
+        return Err(format!("expected exactly one ETag:\n{}", r.describe()));
+    }
+    let e = v[0];
+    let ok = e.len() >= 2
+        && e.starts_with('"')
+        && e.ends_with('"')
+        && e[1..e.len() - 1].bytes().all(|b| b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80);
+    if !ok {
+        return Err(format!("ETag {e:?} is not a strong quoted entity-tag (RFC 9110 §8.8.3)"));
+    }
+    Ok(e.to_string())
+}
+
+/// `bytes a-b/len` -> (a, b, len).
+fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
+    let rest = v.strip_prefix("bytes ")?;
+    let (range, len) = rest.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    Some((a.parse().ok()?, b.parse().ok()?, len.parse().ok()?))
+}
+
+/// A 206 with one part: exactly `Content-Range: bytes start-end/total`, the common headers
+/// (Content-Length equal to the body) and the expected bytes.
+fn check_206(r: &Response, start: u64, end: u64, total: u64, expected: &[u8]) -> Result<(), String> {
+    if r.status != 206 {
+        return Err(format!("expected 206 for bytes {start}-{end}/{total}, got:\n{}", r.describe()));
+    }
+    r.check_common(false)?;
+    let want = format!("bytes {start}-{end}/{total}");
+    if r.headers_named("Content-Range") != [want.as_str()] {
+        return Err(format!("expected `Content-Range: {want}`:\n{}", r.describe()));
+    }
+    if r.headers_named("Content-Length") != [(end - start + 1).to_string().as_str()] {
+        return Err(format!("expected Content-Length {}:\n{}", end - start + 1, r.describe()));
+    }
+    if r.body != expected {
+        return Err(format!("206 body differs from bytes {start}-{end} of the file:\n{}", r.describe()));
+    }
+    Ok(())
+}
+
+/// A full 200: no Content-Range, `Accept-Ranges: bytes`, the whole file.
+fn check_full(r: &Response, expected: &[u8]) -> Result<(), String> {
+    if r.status != 200 {
+        return Err(format!("expected the full 200, got:\n{}", r.describe()));
+    }
+    r.check_common(false)?;
+    if r.header("Content-Range").is_some() {
+        return Err(format!("a 200 must not carry Content-Range:\n{}", r.describe()));
+    }
+    if r.headers_named("Accept-Ranges") != ["bytes"] {
+        return Err(format!("expected `Accept-Ranges: bytes`:\n{}", r.describe()));
+    }
+    if r.body != expected {
+        return Err(format!("200 body ({} bytes) differs from the file ({} bytes)", r.body.len(), expected.len()));
+    }
+    Ok(())
+}
+
+/// One part of a `multipart/byteranges` body.
+#[derive(Debug)]
+struct Part {
+    content_type: Option<String>,
+    start: u64,
+    end: u64,
+    total: u64,
+    data: Vec<u8>,
+}
+
+/// Parses a `multipart/byteranges` body strictly (RFC 9110 §14.6, RFC 2046 §5.1.1), using each
+/// part's Content-Range for its length, so the data is never searched for the boundary.
+fn parse_multipart(r: &Response) -> Result<Vec<Part>, String> {
+    let ct = r.header("Content-Type").ok_or_else(|| format!("no Content-Type:\n{}", r.describe()))?;
+    let (media, params) = ct.split_once(';').ok_or_else(|| format!("no boundary in Content-Type {ct:?}"))?;
+    if !media.trim().eq_ignore_ascii_case("multipart/byteranges") {
+        return Err(format!("expected multipart/byteranges, got {ct:?}"));
+    }
+    let boundary = params
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("boundary="))
+        .map(|b| b.trim_matches('"'))
+        .ok_or_else(|| format!("no boundary parameter in {ct:?}"))?;
+    if boundary.is_empty() || boundary.len() > 70 {
+        return Err(format!("boundary {boundary:?} must be 1..=70 characters (RFC 2046)"));
+    }
+    let delim = format!("--{boundary}");
+    let body = &r.body[..];
+    let err = |pos: usize, what: &str| format!("multipart body at byte {pos}: {what}; body: {}", show(body));
+    let mut pos = 0;
+    if body.starts_with(b"\r\n") {
+        pos = 2;
+    }
+    if !body[pos..].starts_with(delim.as_bytes()) {
+        return Err(err(pos, "expected the first boundary delimiter"));
+    }
+    pos += delim.len();
+    let mut parts = Vec::new();
+    loop {
+        if body[pos..].starts_with(b"--") {
+            pos += 2;
+            let rest = &body[pos..];
+            if !(rest.is_empty() || rest == b"\r\n") {
+                return Err(err(pos, "unexpected bytes after the close delimiter"));
+            }
+            break;
+        }
+        if !body[pos..].starts_with(b"\r\n") {
+            return Err(err(pos, "expected CRLF after the boundary"));
+        }
+        pos += 2;
+        let hend =
+            body[pos..].windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| err(pos, "part headers do not end"))?;
+        let head = std::str::from_utf8(&body[pos..pos + hend]).map_err(|_| err(pos, "part headers not UTF-8"))?;
+        pos += hend + 4;
+        let mut content_type = None;
+        let mut content_range = None;
+        for line in head.split("\r\n") {
+            let (k, v) = line.split_once(':').ok_or_else(|| err(pos, &format!("bad part header {line:?}")))?;
+            if k.eq_ignore_ascii_case("Content-Type") {
+                content_type = Some(v.trim().to_string());
+            } else if k.eq_ignore_ascii_case("Content-Range") {
+                content_range = Some(v.trim().to_string());
+            }
+        }
+        let cr = content_range.ok_or_else(|| err(pos, "part without Content-Range"))?;
+        let (start, end, total) =
+            parse_content_range(&cr).ok_or_else(|| err(pos, &format!("bad part Content-Range {cr:?}")))?;
+        if end < start {
+            return Err(err(pos, &format!("part range {cr:?} is backwards")));
+        }
+        let n = usize::try_from(end - start + 1).unwrap();
+        if body.len() < pos + n {
+            return Err(err(pos, &format!("part {cr:?} runs past the end of the body")));
+        }
+        let data = body[pos..pos + n].to_vec();
+        pos += n;
+        if !body[pos..].starts_with(b"\r\n") || !body[pos + 2..].starts_with(delim.as_bytes()) {
+            return Err(err(pos, "expected CRLF and the boundary after a part's data"));
+        }
+        pos += 2 + delim.len();
+        parts.push(Part { content_type, start, end, total, data });
+    }
+    Ok(parts)
+}
+
+/// A 206 multipart response whose parts are exactly `expected` (start, end, bytes), in order,
+/// each labelled with `content_type` and the representation length `total`, and whose
+/// Content-Length is the length of the body.
+fn check_multipart(
+    r: &Response,
+    total: u64,
+    content_type: &str,
+    expected: &[(u64, u64, Vec<u8>)],
+) -> Result<(), String> {
+    if r.status != 206 {
+        return Err(format!("expected 206 multipart, got:\n{}", r.describe()));
+    }
+    r.check_common(false)?;
+    if r.header("Content-Range").is_some() {
+        return Err(format!("a multipart 206 must not carry a top-level Content-Range:\n{}", r.describe()));
+    }
+    let parts = parse_multipart(r)?;
+    let got: Vec<(u64, u64)> = parts.iter().map(|p| (p.start, p.end)).collect();
+    let want: Vec<(u64, u64)> = expected.iter().map(|(a, b, _)| (*a, *b)).collect();
+    if got != want {
+        return Err(format!("multipart parts {got:?}, expected {want:?}"));
+    }
+    for (p, (_, _, bytes)) in parts.iter().zip(expected) {
+        if p.content_type.as_deref() != Some(content_type) {
+            return Err(format!(
+                "part {}-{}: Content-Type {:?}, expected {content_type:?}",
+                p.start, p.end, p.content_type
+            ));
+        }
+        if p.total != total {
+            return Err(format!("part {}-{}: complete length {}, expected {total}", p.start, p.end, p.total));
+        }
+        if &p.data != bytes {
+            return Err(format!("part {}-{}: bytes differ from the file", p.start, p.end));
+        }
+    }
+    Ok(())
+}
+
+/// `href="..."` values of the `<a>` elements of an HTML page, in order.
+fn hrefs(html: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find("<a href=\"") {
+        let after = &rest[i + 9..];
+        let Some(end) = after.find('"') else { break };
+        out.push(after[..end].to_string());
+        rest = &after[end..];
+    }
+    out
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn gunzip(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(data).read_to_end(&mut out).expect("valid gzip");
+    out
+}
+
+fn brotli_compress(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut w = brotli::CompressorWriter::new(&mut out, 4096, 11, 22);
+        w.write_all(data).unwrap();
+    }
+    out
+}
+
+fn unbrotli(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    brotli::Decompressor::new(data, 4096).read_to_end(&mut out).expect("valid brotli");
+    out
+}
+
+// --- A small JSON parser, enough to check listings structurally. ---
+
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(v) => v.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn str(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+fn parse_json(text: &str) -> Result<Json, String> {
+    let mut p = JsonParser { b: text.as_bytes(), i: 0 };
+    let v = p.value()?;
+    p.ws();
+    if p.i != p.b.len() {
+        return Err(format!("trailing bytes at {} in JSON {text:?}", p.i));
+    }
+    Ok(v)
+}
+
+struct JsonParser<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl JsonParser<'_> {
+    fn ws(&mut self) {
+        while matches!(self.b.get(self.i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    fn literal(&mut self, word: &str, v: Json) -> Result<Json, String> {
+        if self.b[self.i..].starts_with(word.as_bytes()) {
+            self.i += word.len();
+            Ok(v)
+        } else {
+            Err(format!("bad literal at {}", self.i))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, String> {
+        match self.peek() {
+            Some(b'{') => {
+                self.i += 1;
+                let mut v = Vec::new();
+                if self.peek() == Some(b'}') {
+                    self.i += 1;
+                    return Ok(Json::Obj(v));
+                }
+                loop {
+                    self.ws();
+                    let k = self.string()?;
+                    if self.peek() != Some(b':') {
+                        return Err(format!("expected ':' at {}", self.i));
+                    }
+                    self.i += 1;
+                    let val = self.value()?;
+                    v.push((k, val));
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Ok(Json::Obj(v));
+                        }
+                        _ => return Err(format!("expected ',' or '}}' at {}", self.i)),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut v = Vec::new();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Ok(Json::Arr(v));
+                }
+                loop {
+                    v.push(self.value()?);
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(Json::Arr(v));
+                        }
+                        _ => return Err(format!("expected ',' or ']' at {}", self.i)),
+                    }
+                }
+            }
+            Some(b'"') => Ok(Json::Str(self.string()?)),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(c) if c == b'-' || c.is_ascii_digit() => {
+                let start = self.i;
+                while matches!(self.b.get(self.i), Some(c) if c.is_ascii_digit() || b"+-.eE".contains(c)) {
+                    self.i += 1;
+                }
+                let s = std::str::from_utf8(&self.b[start..self.i]).unwrap();
+                s.parse().map(Json::Num).map_err(|_| format!("bad number {s:?}"))
+            }
+            _ => Err(format!("unexpected byte at {}", self.i)),
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, String> {
+        let s = self.b.get(self.i..self.i + 4).ok_or("short \\u escape")?;
+        let s = std::str::from_utf8(s).map_err(|_| "bad \\u escape")?;
+        self.i += 4;
+        u32::from_str_radix(s, 16).map_err(|_| format!("bad \\u escape {s:?}"))
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        if self.b.get(self.i) != Some(&b'"') {
+            return Err(format!("expected a string at {}", self.i));
+        }
+        self.i += 1;
+        let mut out = Vec::new();
+        loop {
+            let c = *self.b.get(self.i).ok_or("unterminated string")?;
+            self.i += 1;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    let e = *self.b.get(self.i).ok_or("unterminated escape")?;
+                    self.i += 1;
+                    let ch = match e {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let mut cp = self.hex4()?;
+                            if (0xd800..0xdc00).contains(&cp) {
+                                if !self.b[self.i..].starts_with(b"\\u") {
+                                    return Err("lone high surrogate".into());
+                                }
+                                self.i += 2;
+                                let lo = self.hex4()?;
+                                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                            }
+                            char::from_u32(cp).ok_or("bad code point")?
+                        }
+                        _ => return Err(format!("bad escape \\{}", e as char)),
+                    };
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                }
+                0..=0x1f => return Err("raw control character in a JSON string".into()),
+                _ => out.push(c),
+            }
+        }
+        String::from_utf8(out).map_err(|_| "JSON string is not UTF-8".to_string())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validators: ETag and Last-Modified
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn etag_is_strong_on_every_file_response_and_stable() {
+    let srv = Server::start("");
+    let mut f = Failures::new();
+    let files = ["/file.txt", "/style.css", "/index.html", "/p3.txt", "/image.png", "/data.xyz", "/dir/file.txt"];
+    let mut tags = HashSet::new();
+    for path in files {
+        let r = srv.get(path);
+        let res = (|| {
+            if r.status != 200 {
+                return Err(format!("expected 200:\n{}", r.describe()));
+            }
+            r.check_common(false)?;
+            let e = strong_etag(&r)?;
+            if !tags.insert(e.clone()) {
+                return Err(format!("ETag {e} is shared with another file"));
+            }
+            // The same representation keeps its tag, on GET, HEAD and 206 alike.
+            let again = strong_etag(&srv.get(path))?;
+            let head = strong_etag(&head_h(&srv, path, &[]))?;
+            let part = get_h(&srv, path, &[("Range", "bytes=0-0")]);
+            if part.status != 206 {
+                return Err(format!("expected 206 for bytes=0-0:\n{}", part.describe()));
+            }
+            let ranged = strong_etag(&part)?;
+            if again != e || head != e || ranged != e {
+                return Err(format!("ETag not stable: GET {e}, GET again {again}, HEAD {head}, 206 {ranged}"));
+            }
+            // Without max_age there is no caching policy to announce.
+            if r.header("Cache-Control").is_some() || r.header("Expires").is_some() {
+                return Err(format!("no Cache-Control/Expires expected without max_age:\n{}", r.describe()));
+            }
+            Ok(())
+        })();
+        f.check(&format!("GET {path}"), res);
+    }
+    // A directory's index file is the same representation as the file itself.
+    let via_dir = srv.get("/");
+    let direct = srv.get("/index.html");
+    f.check(
+        "GET / and GET /index.html carry the same ETag",
+        match (strong_etag(&via_dir), strong_etag(&direct)) {
+            (Ok(a), Ok(b)) if a == b => Ok(()),
+            (a, b) => Err(format!("{a:?} vs {b:?}")),
+        },
+    );
+    f.finish();
+}
+
+#[test]
+fn etag_changes_when_content_mtime_or_inode_changes() {
+    let srv = Server::start("[cache]\nrevalidate = 0");
+    let p = srv.root().join("p3.txt");
+    let e1 = strong_etag(&srv.get("/p3.txt")).unwrap();
+
+    // New content of another size.
+    fs::write(&p, b"changed content\n").unwrap();
+    set_mtime(&p, 1_600_000_000);
+    let r = srv.get("/p3.txt");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, b"changed content\n", "{r:?}");
+    let e2 = strong_etag(&r).unwrap();
+    assert_ne!(e1, e2, "ETag must change when the content changes");
+    assert_eq!(r.header("Last-Modified"), Some(format_http_date(1_600_000_000).as_str()), "{r:?}");
+
+    // Same bytes, another modification time.
+    set_mtime(&p, 1_600_000_100);
+    let r = srv.get("/p3.txt");
+    let e3 = strong_etag(&r).unwrap();
+    assert_ne!(e2, e3, "ETag must change when only the mtime changes");
+    assert_eq!(r.header("Last-Modified"), Some(format_http_date(1_600_000_100).as_str()), "{r:?}");
+
+    // Same bytes and mtime, but a new file (inode) renamed over it.
+    let tmp = srv.root().join("p3.txt.new");
+    fs::write(&tmp, b"changed content\n").unwrap();
+    set_mtime(&tmp, 1_600_000_100);
+    fs::rename(&tmp, &p).unwrap();
+    let r = srv.get("/p3.txt");
+    assert_eq!(r.body, b"changed content\n", "{r:?}");
+    let e4 = strong_etag(&r).unwrap();
+    assert_ne!(e3, e4, "ETag must change when the file is replaced by another inode");
+}
+
+#[test]
+fn etag_changes_after_the_default_revalidation_interval() {
+    let srv = Server::start("");
+    let e1 = strong_etag(&srv.get("/p5.txt")).unwrap();
+    fs::write(srv.root().join("p5.txt"), b"new version of p5, longer than before........\n").unwrap();
+    // `[cache] revalidate` is 1 s by default: the change must show within a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let r = srv.get("/p5.txt");
+        assert_eq!(r.status, 200, "{r:?}");
+        let e = strong_etag(&r).unwrap();
+        if e != e1 {
+            assert_eq!(r.body, b"new version of p5, longer than before........\n", "{r:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "ETag still {e1} 4 s after the file changed (revalidate = 1s)");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn in_place_truncation_within_the_revalidation_window_is_survived() {
+    // A mapped (small) file truncated in place while its cache entry is still fresh: the
+    // server may fail that one response, but it must not die (SIGBUS), and once revalidated
+    // it serves the new content.
+    let big = pseudo_random_bytes(300_000, 11);
+    let d = big.clone();
+    let srv = Server::builder().setup(move |_, root| write(root, "shrink.bin", &d)).start();
+    let r = srv.get("/shrink.bin");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.body == big, "first GET");
+    fs::write(srv.root().join("shrink.bin"), b"now short\n").unwrap();
+    // Within the revalidation window: whatever happens to this exchange, the process lives.
+    let mut s = srv.connect();
+    raw(&mut s, req("GET", "/shrink.bin", &[], true));
+    let _ = try_read_response(&mut s, false);
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let mut s = srv.connect();
+        raw(&mut s, req("GET", "/shrink.bin", &[], true));
+        if let Ok(r) = try_read_response(&mut s, false) {
+            if r.status == 200 && r.body == b"now short\n" {
+                assert_eq!(r.header("Content-Length"), Some("10"), "{r:?}");
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "the truncated file is still not served correctly after 4 s");
+        thread::sleep(Duration::from_millis(100));
+    }
+    // Drop checks that the server did not exit during the test.
+}
+
+#[test]
+fn last_modified_never_after_date_and_absent_for_mtime_0_and_1() {
+    let future = unix_now() + 86_400;
+    let srv = Server::builder()
+        .setup(move |_, root| {
+            write(root, "epoch1.txt", b"reproducible build output\n");
+            set_mtime(&root.join("epoch1.txt"), 1);
+            write(root, "epoch0.txt", b"epoch zero\n");
+            set_mtime(&root.join("epoch0.txt"), 0);
+            write(root, "future.txt", b"from the future\n");
+            set_mtime(&root.join("future.txt"), future);
+            write(root, "fresh.txt", b"just written\n");
+        })
+        .start();
+
+    let r = srv.get("/file.txt");
+    assert_eq!(r.headers_named("Last-Modified"), [FILE_TXT_LAST_MODIFIED], "{r:?}");
+
+    for path in ["/fresh.txt", "/future.txt", "/file.txt"] {
+        let r = srv.get(path);
+        assert_eq!(r.status, 200, "{r:?}");
+        r.check_common(false).unwrap();
+        let lm = r.header("Last-Modified").unwrap_or_else(|| panic!("no Last-Modified on {path}: {r:?}"));
+        let lm = parse_http_date(lm).unwrap_or_else(|| panic!("Last-Modified of {path} is not an IMF-fixdate: {r:?}"));
+        let date = parse_http_date(r.header("Date").unwrap()).unwrap();
+        assert!(lm <= date, "Last-Modified later than Date on {path} (RFC 9110 §8.8.2.1): {r:?}");
+    }
+
+    for path in ["/epoch1.txt", "/epoch0.txt"] {
+        let r = srv.get(path);
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.header("Last-Modified").is_none(), "no Last-Modified for mtime 0/1 on {path}: {r:?}");
+        strong_etag(&r).unwrap();
+        // With no modification date, If-Modified-Since has nothing to compare against.
+        let r = get_h(&srv, path, &[("If-Modified-Since", "Thu, 01 Jan 2099 00:00:00 GMT")]);
+        assert_eq!(r.status, 200, "If-Modified-Since on a file without Last-Modified: {r:?}");
+        // The ETag still validates.
+        let e = strong_etag(&r).unwrap();
+        let r = get_h(&srv, path, &[("If-None-Match", &e)]);
+        assert_eq!(r.status, 304, "{r:?}");
+        assert!(r.header("Last-Modified").is_none(), "{r:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Preconditions (RFC 9110 §13.2.2)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn preconditions_are_evaluated_in_rfc9110_order() {
+    let srv = Server::start("");
+    let e = strong_etag(&srv.get("/file.txt")).unwrap();
+    let weak = format!("W/{e}");
+    let lm = FILE_TXT_LAST_MODIFIED;
+    let older = format_http_date(FILE_TXT_MTIME - 86_400);
+    let newer = format_http_date(FILE_TXT_MTIME + 86_400);
+    let just_before = format_http_date(FILE_TXT_MTIME - 1);
+    let list = format!("\"nope\", {e}, \"other\"");
+    let weak_list = format!("\"nope\",{weak}");
+
+    let cases: Vec<(&str, &str, Fields, u16)> = vec![
+        ("If-Match mismatch", "GET", vec![("If-Match", "\"nope\"")], 412),
+        ("If-Match *", "GET", vec![("If-Match", "*")], 200),
+        ("If-Match current", "GET", vec![("If-Match", &e)], 200),
+        ("If-Match list containing current", "GET", vec![("If-Match", &list)], 200),
+        ("If-Match weak tag (strong comparison)", "GET", vec![("If-Match", &weak)], 412),
+        ("If-Unmodified-Since older", "GET", vec![("If-Unmodified-Since", &older)], 412),
+        ("If-Unmodified-Since one second before", "GET", vec![("If-Unmodified-Since", &just_before)], 412),
+        ("If-Unmodified-Since equal", "GET", vec![("If-Unmodified-Since", lm)], 200),
+        ("If-Unmodified-Since later", "GET", vec![("If-Unmodified-Since", &newer)], 200),
+        ("If-Unmodified-Since invalid is ignored", "GET", vec![("If-Unmodified-Since", "not a date")], 200),
+        (
+            "If-Match current wins over an older If-Unmodified-Since",
+            "GET",
+            vec![("If-Match", &e), ("If-Unmodified-Since", &older)],
+            200,
+        ),
+        ("If-Match fails before If-None-Match", "GET", vec![("If-Match", "\"nope\""), ("If-None-Match", &e)], 412),
+        ("If-None-Match current", "GET", vec![("If-None-Match", &e)], 304),
+        ("If-None-Match weak form (weak comparison)", "GET", vec![("If-None-Match", &weak)], 304),
+        ("If-None-Match list", "GET", vec![("If-None-Match", &list)], 304),
+        ("If-None-Match list with weak tag", "GET", vec![("If-None-Match", &weak_list)], 304),
+        ("If-None-Match list without it", "GET", vec![("If-None-Match", "\"a\", \"b\"")], 200),
+        ("If-None-Match *", "GET", vec![("If-None-Match", "*")], 304),
+        (
+            "If-None-Match mismatch wins over a satisfied If-Modified-Since",
+            "GET",
+            vec![("If-None-Match", "\"nope\""), ("If-Modified-Since", &newer)],
+            200,
+        ),
+        (
+            "If-None-Match match wins over an older If-Modified-Since",
+            "GET",
+            vec![("If-None-Match", &e), ("If-Modified-Since", &older)],
+            304,
+        ),
+        ("If-Modified-Since equal", "GET", vec![("If-Modified-Since", lm)], 304),
+        ("If-Modified-Since later", "GET", vec![("If-Modified-Since", &newer)], 304),
+        ("If-Modified-Since earlier", "GET", vec![("If-Modified-Since", &older)], 200),
+        ("If-Modified-Since one second earlier", "GET", vec![("If-Modified-Since", &just_before)], 200),
+        ("If-Modified-Since invalid is ignored", "GET", vec![("If-Modified-Since", "yesterday")], 200),
+        ("If-Modified-Since RFC 850 form", "GET", vec![("If-Modified-Since", "Thursday, 02-Jan-20 03:04:05 GMT")], 304),
+        ("If-Modified-Since asctime form", "GET", vec![("If-Modified-Since", "Thu Jan  2 03:04:05 2020")], 304),
+        ("HEAD If-Match mismatch", "HEAD", vec![("If-Match", "\"nope\"")], 412),
+        ("HEAD If-Match *", "HEAD", vec![("If-Match", "*")], 200),
+        ("HEAD If-Unmodified-Since older", "HEAD", vec![("If-Unmodified-Since", &older)], 412),
+        ("HEAD If-None-Match current", "HEAD", vec![("If-None-Match", &e)], 304),
+        ("HEAD If-None-Match weak", "HEAD", vec![("If-None-Match", &weak)], 304),
+        ("HEAD If-Modified-Since equal", "HEAD", vec![("If-Modified-Since", lm)], 304),
+        ("HEAD If-Modified-Since earlier", "HEAD", vec![("If-Modified-Since", &older)], 200),
+    ];
+
+    let mut f = Failures::new();
+    for (name, method, headers, want) in &cases {
+        let head = *method == "HEAD";
+        let res = (|| {
+            // Keep-alive, so that a stray body after a 304/412 would break the next request.
+            let mut s = srv.connect();
+            raw(&mut s, req(method, "/file.txt", headers, false));
+            let r = try_read_response(&mut s, head).map_err(|e| format!("no response: {e}"))?;
+            if r.status != *want {
+                return Err(format!("expected {want}, got:\n{}", r.describe()));
+            }
+            r.check_common(head)?;
+            match want {
+                200 => {
+                    if !head && r.body != FILE_TXT {
+                        return Err(format!("200 without the file's body:\n{}", r.describe()));
+                    }
+                    if strong_etag(&r)? != e {
+                        return Err(format!("200 with another ETag:\n{}", r.describe()));
+                    }
+                }
+                304 => {
+                    if strong_etag(&r)? != e {
+                        return Err(format!("304 must carry the current ETag {e}:\n{}", r.describe()));
+                    }
+                    if r.headers_named("Last-Modified") != [lm] {
+                        return Err(format!("304 must carry Last-Modified {lm}:\n{}", r.describe()));
+                    }
+                }
+                _ => {}
+            }
+            check_connection_consistent(&mut s, &r)
+        })();
+        f.check(&format!("{method} /file.txt, {name}: {headers:?}"), res);
+    }
+    f.finish();
+}
+
+#[test]
+fn not_modified_carries_validators_and_cache_headers_but_no_body() {
+    let srv = Server::start("[http]\nmax_age = 60");
+    let full = srv.get("/file.txt");
+    let e = strong_etag(&full).unwrap();
+    let mut s = srv.connect();
+    raw(&mut s, req("GET", "/file.txt", &[("If-None-Match", &e)], false));
+    let r = read_response(&mut s);
+    assert_eq!(r.status_line, "HTTP/1.1 304 Not Modified", "{r:?}");
+    r.check_common(false).unwrap();
+    assert_eq!(r.headers_named("ETag"), [e.as_str()], "{r:?}");
+    assert_eq!(r.headers_named("Last-Modified"), [FILE_TXT_LAST_MODIFIED], "{r:?}");
+    assert_eq!(r.headers_named("Cache-Control"), ["max-age=60"], "{r:?}");
+    let date = parse_http_date(r.header("Date").unwrap()).unwrap();
+    let expires = r.header("Expires").unwrap_or_else(|| panic!("304 without Expires: {r:?}"));
+    let expires = parse_http_date(expires).unwrap_or_else(|| panic!("Expires not an IMF-fixdate: {r:?}"));
+    assert!((58..=62).contains(&(expires as i64 - date as i64)), "Expires not Date + 60 s: {r:?}");
+    if let Some(cl) = r.header("Content-Length") {
+        // A 304 may only announce the length the 200 would have had.
+        assert_eq!(cl, FILE_TXT.len().to_string(), "{r:?}");
+    }
+    // No body: the next response on the connection starts right after the head.
+    check_still_open(&mut s).unwrap();
+
+    // Same through If-Modified-Since, on HEAD.
+    let r = head_h(&srv, "/file.txt", &[("If-Modified-Since", FILE_TXT_LAST_MODIFIED)]);
+    assert_eq!(r.status, 304, "{r:?}");
+    assert_eq!(r.headers_named("ETag"), [e.as_str()], "{r:?}");
+    assert_eq!(r.headers_named("Cache-Control"), ["max-age=60"], "{r:?}");
+    assert!(r.header("Expires").is_some(), "{r:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranges (RFC 9110 §14)
+// ---------------------------------------------------------------------------------------------
+
+const R_LEN: usize = 2000;
+
+fn r_data() -> Vec<u8> {
+    pseudo_random_bytes(R_LEN, 42)
+}
+
+fn range_server(extra: &str) -> Server {
+    Server::builder().config(extra).setup(|_, root| write(root, "r.txt", &r_data())).start()
+}
+
+#[test]
+fn single_ranges_exact_bytes_and_content_range() {
+    let srv = range_server("");
+    let d = r_data();
+    let l = R_LEN as u64;
+    let mut f = Failures::new();
+
+    let full = srv.get("/r.txt");
+    f.check("GET without Range", check_full(&full, &d));
+
+    let cases: Vec<(&str, u64, u64, &[u8])> = vec![
+        ("bytes=0-9", 0, 9, &d[..10]),
+        ("bytes=10-", 10, l - 1, &d[10..]),
+        ("bytes=-5", l - 5, l - 1, &d[R_LEN - 5..]),
+        ("bytes=1990-5000", 1990, l - 1, &d[1990..]),
+        ("bytes=1999-1999", 1999, 1999, &d[1999..]),
+        ("bytes=0-0", 0, 0, &d[..1]),
+        ("bytes=-5000", 0, l - 1, &d[..]),
+        ("bytes=0-99999999999999999999999", 0, l - 1, &d[..]),
+        ("bytes=0-", 0, l - 1, &d[..]),
+        // An unsatisfiable range next to a satisfiable one is dropped.
+        ("bytes=5000-6000, 100-199", 100, 199, &d[100..200]),
+        // Unit and whitespace tolerance (RFC 9110: case-insensitive unit, OWS around commas).
+        ("BYTES=0-9", 0, 9, &d[..10]),
+    ];
+    for (range, a, b, bytes) in cases {
+        let r = get_h(&srv, "/r.txt", &[("Range", range)]);
+        let res = check_206(&r, a, b, l, bytes).and_then(|_| {
+            if r.headers_named("Content-Type") != ["text/plain; charset=utf-8"] {
+                return Err(format!("206 must keep the file's Content-Type:\n{}", r.describe()));
+            }
+            strong_etag(&r).map(|_| ())
+        });
+        f.check(&format!("Range: {range}"), res);
+    }
+
+    for range in ["bytes=5000-", "bytes=2000-2000", "bytes=-0", "bytes=2000-, 3000-3100"] {
+        let r = get_h(&srv, "/r.txt", &[("Range", range)]);
+        let res = (|| {
+            if r.status != 416 {
+                return Err(format!("expected 416:\n{}", r.describe()));
+            }
+            r.check_common(false)?;
+            if r.headers_named("Content-Range") != [format!("bytes */{l}").as_str()] {
+                return Err(format!("416 must carry `Content-Range: bytes */{l}`:\n{}", r.describe()));
+            }
+            Ok(())
+        })();
+        f.check(&format!("Range: {range}"), res);
+    }
+
+    // Several ranges on one keep-alive connection: each response framed exactly.
+    let mut s = srv.connect();
+    for (range, a, b) in [("bytes=0-9", 0u64, 9u64), ("bytes=-1", l - 1, l - 1), ("bytes=500-1499", 500, 1499)] {
+        raw(&mut s, req("GET", "/r.txt", &[("Range", range)], false));
+        let r = read_response(&mut s);
+        f.check(&format!("keep-alive Range: {range}"), check_206(&r, a, b, l, &d[a as usize..=b as usize]));
+    }
+    f.check("connection reusable after 206s", check_still_open(&mut s));
+    f.finish();
+}
+
+#[test]
+fn invalid_or_foreign_ranges_are_ignored() {
+    let srv = range_server("");
+    let d = r_data();
+    let mut f = Failures::new();
+    for range in [
+        "bytes=abc",
+        "bytes=5-1",
+        "items=0-9",
+        "bytes 0-9",
+        "bytes=",
+        "bytes=,",
+        "bytes=0-9,x",
+        "bytes=--5",
+        "bytes=1-2-3",
+        "bytes=0x10-0x20",
+        "bytes=-",
+        "bytes=+1-2",
+    ] {
+        let r = get_h(&srv, "/r.txt", &[("Range", range)]);
+        f.check(&format!("Range: {range}"), check_full(&r, &d));
+    }
+    f.finish();
+}
+
+#[test]
+fn multipart_byteranges_parse_back_byte_for_byte() {
+    let srv = range_server("");
+    let d = r_data();
+    let l = R_LEN as u64;
+    let ct = "text/plain; charset=utf-8";
+    let part = |a: u64, b: u64| (a, b, d[a as usize..=b as usize].to_vec());
+    let mut f = Failures::new();
+
+    let cases: Vec<(&str, Parts)> = vec![
+        ("bytes=0-9,500-509,1990-", vec![part(0, 9), part(500, 509), part(1990, l - 1)]),
+        ("bytes=0-0,-1", vec![part(0, 0), part(l - 1, l - 1)]),
+        ("bytes=100-199, 1000-1099", vec![part(100, 199), part(1000, 1099)]),
+        // An unsatisfiable range among satisfiable ones is dropped; the rest stay multipart.
+        ("bytes=0-9,400-409,9000-9999", vec![part(0, 9), part(400, 409)]),
+    ];
+    for (range, expected) in &cases {
+        let res = get_to_eof(&srv, "/r.txt", &[("Range", range)]).and_then(|r| check_multipart(&r, l, ct, expected));
+        f.check(&format!("Range: {range}"), res);
+    }
+
+    // Keep-alive: Content-Length must be exact, or the next response would not parse.
+    let mut s = srv.connect();
+    raw(&mut s, req("GET", "/r.txt", &[("Range", "bytes=0-9,1000-1009")], false));
+    let res = try_read_response(&mut s, false).map_err(|e| format!("no valid response: {e}")).and_then(|r| {
+        check_multipart(&r, l, ct, &[part(0, 9), part(1000, 1009)])?;
+        check_still_open(&mut s)
+    });
+    f.check("keep-alive multipart, then the connection is reusable", res);
+
+    // HEAD announces what GET sends: either the Range is ignored (200, the file's length) or
+    // the same multipart head, whose length does not depend on the random boundary.
+    let h = head_h(&srv, "/r.txt", &[("Range", "bytes=0-9,1000-1009")]);
+    let res = match h.status {
+        200 if h.header("Content-Length") == Some(&*R_LEN.to_string()) => Ok(()),
+        206 => get_to_eof(&srv, "/r.txt", &[("Range", "bytes=0-9,1000-1009")]).and_then(|g| {
+            let same_type = h.header("Content-Type").is_some_and(|t| t.starts_with("multipart/byteranges; boundary="));
+            if same_type && h.header("Content-Length") == Some(&*g.body.len().to_string()) {
+                Ok(())
+            } else {
+                Err(format!("HEAD head does not match the GET ({} body bytes):\n{}", g.body.len(), h.describe()))
+            }
+        }),
+        _ => Err(format!("HEAD with Range: expected 200 (Range ignored) or a multipart 206 head:\n{}", h.describe())),
+    };
+    f.check("HEAD with two ranges", res);
+    f.finish();
+}
+
+#[test]
+fn overlapping_and_adjacent_ranges_are_merged() {
+    let srv = range_server("");
+    let d = r_data();
+    let l = R_LEN as u64;
+    let mut f = Failures::new();
+    for (range, a, b) in [
+        ("bytes=0-99,50-149", 0u64, 149u64),
+        ("bytes=0-9,10-19", 0, 19),
+        ("bytes=10-19,0-9", 0, 19),
+        ("bytes=100-199,150-160", 100, 199),
+        ("bytes=1900-,-50", 1900, l - 1),
+        ("bytes=0-9,12-20", 0, 20),
+    ] {
+        let r = get_h(&srv, "/r.txt", &[("Range", range)]);
+        f.check(&format!("Range: {range}"), check_206(&r, a, b, l, &d[a as usize..=b as usize]));
+    }
+    f.finish();
+}
+
+#[test]
+fn range_amplification_is_refused() {
+    let srv = range_server("[http]\nmax_ranges = 4");
+    let d = r_data();
+    let l = R_LEN as u64;
+    let part = |a: u64, b: u64| (a, b, d[a as usize..=b as usize].to_vec());
+    let mut f = Failures::new();
+
+    let four = get_to_eof(&srv, "/r.txt", &[("Range", "bytes=0-9,200-209,400-409,600-609")]).and_then(|r| {
+        check_multipart(
+            &r,
+            l,
+            "text/plain; charset=utf-8",
+            &[part(0, 9), part(200, 209), part(400, 409), part(600, 609)],
+        )
+    });
+    f.check("4 ranges with max_ranges = 4", four);
+    for range in [
+        "bytes=0-9,200-209,400-409,600-609,800-809",
+        "bytes=0-,0-,0-",
+        "bytes=0-1499,500-1999",
+        "bytes=0-999,0-999,0-999",
+        "bytes=-2000,-2000",
+    ] {
+        let r = get_h(&srv, "/r.txt", &[("Range", range)]);
+        f.check(&format!("Range: {range}"), check_full(&r, &d));
+    }
+    f.finish();
+}
+
+#[test]
+fn ranges_on_a_large_file_with_and_without_sendfile() {
+    const BIG: usize = 3 << 20;
+    let data = pseudo_random_bytes(BIG, 7);
+    let l = BIG as u64;
+    let mut f = Failures::new();
+    for sendfile in [true, false] {
+        let d = data.clone();
+        let srv = Server::builder()
+            .config(&format!("sendfile = {sendfile}"))
+            .setup(move |_, root| write(root, "big.bin", &d))
+            .start();
+        let mut s = srv.connect();
+        for (range, a, b) in [
+            ("bytes=0-9", 0u64, 9u64),
+            ("bytes=1048570-1048585", 1_048_570, 1_048_585),
+            ("bytes=100000-2999999", 100_000, 2_999_999),
+            ("bytes=-100", l - 100, l - 1),
+            ("bytes=3145000-", 3_145_000, l - 1),
+        ] {
+            raw(&mut s, req("GET", "/big.bin", &[("Range", range)], false));
+            let r = read_response(&mut s);
+            f.check(
+                &format!("sendfile = {sendfile}, Range: {range}"),
+                check_206(&r, a, b, l, &data[a as usize..=b as usize]),
+            );
+        }
+        raw(&mut s, req("GET", "/big.bin", &[], false));
+        let r = read_response(&mut s);
+        f.check(&format!("sendfile = {sendfile}, full GET"), check_full(&r, &data));
+        f.check(&format!("sendfile = {sendfile}, connection reusable"), check_still_open(&mut s));
+
+        let part = |a: u64, b: u64| (a, b, data[a as usize..=b as usize].to_vec());
+        for (range, parts) in [
+            (
+                "bytes=0-99,2000000-2000099,3145700-",
+                vec![part(0, 99), part(2_000_000, 2_000_099), part(3_145_700, l - 1)],
+            ),
+            ("bytes=10-1500000,2000000-2999999", vec![part(10, 1_500_000), part(2_000_000, 2_999_999)]),
+        ] {
+            let res = get_to_eof(&srv, "/big.bin", &[("Range", range)])
+                .and_then(|r| check_multipart(&r, l, "application/octet-stream", &parts));
+            f.check(&format!("sendfile = {sendfile}, multipart Range: {range}"), res);
+        }
+    }
+    f.finish();
+}
+
+#[test]
+fn ranges_beyond_4_gib_on_a_sparse_file() {
+    const LEN: u64 = 5 << 30;
+    const AT: u64 = (4 << 30) + 10;
+    const MARKER: &[u8] = b"MARKER@4G!";
+    let mut f = Failures::new();
+    for sendfile in [true, false] {
+        let srv = Server::builder()
+            .config(&format!("sendfile = {sendfile}"))
+            .setup(|_, root| {
+                let mut file = fs::File::create(root.join("huge.bin")).unwrap();
+                file.seek(SeekFrom::Start(AT)).unwrap();
+                file.write_all(MARKER).unwrap();
+                file.set_len(LEN).unwrap();
+            })
+            .start();
+        let h = head_h(&srv, "/huge.bin", &[]);
+        f.check(
+            &format!("sendfile = {sendfile}: HEAD"),
+            if h.status == 200 && h.header("Content-Length") == Some(&*LEN.to_string()) && strong_etag(&h).is_ok() {
+                Ok(())
+            } else {
+                Err(format!("expected 200 with Content-Length {LEN} and an ETag:\n{}", h.describe()))
+            },
+        );
+        let range = format!("bytes={}-{}", AT, AT + 9);
+        let r = get_h(&srv, "/huge.bin", &[("Range", &range)]);
+        f.check(&format!("sendfile = {sendfile}: Range: {range}"), check_206(&r, AT, AT + 9, LEN, MARKER));
+        let r = get_h(&srv, "/huge.bin", &[("Range", "bytes=-5")]);
+        f.check(&format!("sendfile = {sendfile}: Range: bytes=-5"), check_206(&r, LEN - 5, LEN - 1, LEN, &[0; 5]));
+        let range = format!("bytes=0-3,{}-{}", AT, AT + 9);
+        let res = get_to_eof(&srv, "/huge.bin", &[("Range", &range)]).and_then(|r| {
+            check_multipart(&r, LEN, "application/octet-stream", &[(0, 3, vec![0; 4]), (AT, AT + 9, MARKER.to_vec())])
+        });
+        f.check(&format!("sendfile = {sendfile}: Range: {range}"), res);
+        let r = get_h(&srv, "/huge.bin", &[("Range", "bytes=5368709120-")]);
+        f.check(
+            &format!("sendfile = {sendfile}: Range past the end of a 5 GiB file"),
+            if r.status == 416 && r.headers_named("Content-Range") == [format!("bytes */{LEN}").as_str()] {
+                Ok(())
+            } else {
+                Err(format!("expected 416 with `Content-Range: bytes */{LEN}`:\n{}", r.describe()))
+            },
+        );
+    }
+    f.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// If-Range and resuming a download
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn if_range_with_etags_and_dates() {
+    let srv = Server::start("");
+    let e = strong_etag(&srv.get("/file.txt")).unwrap();
+    let weak = format!("W/{e}");
+    let l = FILE_TXT.len() as u64;
+    let later = format_http_date(FILE_TXT_MTIME + 1);
+    let earlier = format_http_date(FILE_TXT_MTIME - 1);
+    let mut f = Failures::new();
+    let cases: Vec<(&str, &str, bool)> = vec![
+        ("current strong ETag", &e, true),
+        ("stale ETag", "\"0-0-0\"", false),
+        ("weak form of the current ETag", &weak, false),
+        ("date equal to Last-Modified", FILE_TXT_LAST_MODIFIED, true),
+        ("date equal to Last-Modified, RFC 850 form", "Thursday, 02-Jan-20 03:04:05 GMT", true),
+        ("date one second later", &later, false),
+        ("date one second earlier", &earlier, false),
+        ("garbage", "garbage", false),
+    ];
+    for (name, value, partial) in cases {
+        let r = get_h(&srv, "/file.txt", &[("Range", "bytes=0-4"), ("If-Range", value)]);
+        let res = if partial { check_206(&r, 0, 4, l, b"hello") } else { check_full(&r, FILE_TXT) };
+        f.check(&format!("If-Range: {value} ({name})"), res);
+    }
+    let r = get_h(&srv, "/file.txt", &[("If-Range", &e)]);
+    f.check("If-Range without Range", check_full(&r, FILE_TXT));
+    f.finish();
+}
+
+#[test]
+fn browser_like_resume_of_an_interrupted_download() {
+    let data = pseudo_random_bytes(2 * 1024 * 1024 + 123, 99);
+    let d = data.clone();
+    let srv =
+        Server::builder().config("[cache]\nrevalidate = 0").setup(move |_, root| write(root, "dl.bin", &d)).start();
+    let l = data.len() as u64;
+
+    // Start the download, read half the body, drop the connection.
+    let mut s = srv.connect();
+    raw(&mut s, req("GET", "/dl.bin", &[], false));
+    let h = try_read_response(&mut s, true).expect("response head");
+    assert_eq!(h.status, 200, "{h:?}");
+    assert_eq!(h.header("Content-Length"), Some(&*l.to_string()), "{h:?}");
+    assert_eq!(h.headers_named("Accept-Ranges"), ["bytes"], "{h:?}");
+    let etag = strong_etag(&h).unwrap();
+    let half = data.len() / 2;
+    let mut got = vec![0u8; half];
+    s.read_exact(&mut got).expect("first half of the body");
+    drop(s);
+
+    // Resume with Range + If-Range, as browsers and download managers do.
+    let range = format!("bytes={half}-");
+    let r = get_h(&srv, "/dl.bin", &[("Range", &range), ("If-Range", &etag)]);
+    check_206(&r, half as u64, l - 1, l, &data[half..]).unwrap();
+    assert_eq!(strong_etag(&r).unwrap(), etag, "{r:?}");
+    got.extend_from_slice(&r.body);
+    assert!(got == data, "resumed download differs from the file");
+
+    // curl's own resume (`-C -`) of a partial file gives the same bytes.
+    let out_path = srv.dir().join("curl-partial.bin");
+    fs::write(&out_path, &data[..data.len() / 3]).unwrap();
+    let url = format!("http://{}/dl.bin", srv.addr());
+    let out = curl(&["-C", "-", "-o", out_path.to_str().unwrap(), &url]);
+    assert_eq!(out.code, Some(0), "curl -C - failed: {out:?}");
+    assert!(fs::read(&out_path).unwrap() == data, "curl's resumed download differs from the file");
+
+    // The file changes: the stale If-Range gets the whole new file, never a mixed one.
+    let data2 = pseudo_random_bytes(data.len() + 7, 100);
+    fs::write(srv.root().join("dl.bin"), &data2).unwrap();
+    let r = get_h(&srv, "/dl.bin", &[("Range", &range), ("If-Range", &etag)]);
+    check_full(&r, &data2).unwrap();
+    let etag2 = strong_etag(&r).unwrap();
+    assert_ne!(etag, etag2, "a changed file must get a new ETag");
+    // ... and a resume against the new tag works again.
+    let r = get_h(&srv, "/dl.bin", &[("Range", &range), ("If-Range", &etag2)]);
+    check_206(&r, half as u64, data2.len() as u64 - 1, data2.len() as u64, &data2[half..]).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Precompressed siblings
+// ---------------------------------------------------------------------------------------------
+
+fn css_source() -> Vec<u8> {
+    let mut s = String::new();
+    for i in 0..300u32 {
+        s.push_str(&format!(".c{i} {{ color: #{:06x}; margin: {}px; }}\n", i.wrapping_mul(40_999) & 0xff_ffff, i % 17));
+    }
+    s.into_bytes()
+}
+
+/// Modification time of the originals in the precompressed fixture.
+fn pc_t0() -> u64 {
+    unix_now() - 1000
+}
+
+/// root/x.css with x.css.gz (same mtime) and x.css.br (newer); root/old.css with an older
+/// old.css.gz.
+fn precompressed_server(extra: &str) -> Server {
+    Server::builder()
+        .config(extra)
+        .setup(|_, root| {
+            let t0 = pc_t0();
+            let css = css_source();
+            write(root, "x.css", &css);
+            set_mtime(&root.join("x.css"), t0);
+            write(root, "x.css.gz", &gzip(&css));
+            set_mtime(&root.join("x.css.gz"), t0);
+            write(root, "x.css.br", &brotli_compress(&css));
+            set_mtime(&root.join("x.css.br"), t0 + 50);
+            write(root, "old.css", b"body { color: old; }\n");
+            set_mtime(&root.join("old.css"), t0);
+            write(root, "old.css.gz", &gzip(b"stale sibling content\n"));
+            set_mtime(&root.join("old.css.gz"), t0 - 50);
+        })
+        .start()
+}
+
+/// Checks a 200 of /x.css: the expected Content-Encoding (None: identity) and body, the
+/// original's Content-Type, `Vary: Accept-Encoding`, a strong ETag (returned).
+fn check_variant(r: &Response, encoding: Option<&str>, body: &[u8]) -> Result<String, String> {
+    if r.status != 200 {
+        return Err(format!("expected 200:\n{}", r.describe()));
+    }
+    r.check_common(false)?;
+    let ce = r.headers_named("Content-Encoding");
+    if ce != encoding.into_iter().collect::<Vec<_>>() {
+        return Err(format!("expected Content-Encoding {encoding:?}:\n{}", r.describe()));
+    }
+    if r.headers_named("Content-Type") != ["text/css; charset=utf-8"] {
+        return Err(format!("the variant must keep the original's Content-Type:\n{}", r.describe()));
+    }
+    if !r.header_has_token("Vary", "Accept-Encoding") {
+        return Err(format!("expected `Vary: Accept-Encoding`:\n{}", r.describe()));
+    }
+    if r.body != body {
+        return Err(format!(
+            "body is not the expected {} representation:\n{}",
+            encoding.unwrap_or("identity"),
+            r.describe()
+        ));
+    }
+    strong_etag(r)
+}
+
+#[test]
+fn precompressed_siblings_are_negotiated() {
+    let srv = precompressed_server("");
+    let css = css_source();
+    let gz = fs::read(srv.root().join("x.css.gz")).unwrap();
+    let br = fs::read(srv.root().join("x.css.br")).unwrap();
+    assert_eq!(gunzip(&gz), css);
+    assert_eq!(unbrotli(&br), css);
+    let mut f = Failures::new();
+    let mut tags: Vec<(&str, String)> = Vec::new();
+
+    let cases: Vec<(&str, Option<&str>, &[u8])> = vec![
+        ("", None, &css),
+        ("br, gzip", Some("br"), &br),
+        ("gzip, br", Some("br"), &br),
+        ("gzip;q=1, br;q=0.5", Some("gzip"), &gz),
+        ("gzip", Some("gzip"), &gz),
+        ("GZIP", Some("gzip"), &gz),
+        ("br", Some("br"), &br),
+        ("br;q=0, gzip", Some("gzip"), &gz),
+        ("deflate", None, &css),
+        ("identity;q=0, *;q=0", None, &css),
+        ("identity", None, &css),
+    ];
+    for (ae, encoding, body) in cases {
+        let headers: Vec<(&str, &str)> = if ae.is_empty() { vec![] } else { vec![("Accept-Encoding", ae)] };
+        let r = get_h(&srv, "/x.css", &headers);
+        let res = check_variant(&r, encoding, body);
+        if let Ok(tag) = &res {
+            tags.push((encoding.unwrap_or("identity"), tag.clone()));
+        }
+        f.check(&format!("Accept-Encoding: {ae:?}"), res.map(|_| ()));
+    }
+
+    // br refused, nothing else named: gzip or identity, never br.
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "br;q=0")]);
+    f.check(
+        "Accept-Encoding: br;q=0",
+        match r.header("Content-Encoding") {
+            None => check_variant(&r, None, &css).map(|_| ()),
+            Some("gzip") => check_variant(&r, Some("gzip"), &gz).map(|_| ()),
+            Some(other) => Err(format!("br;q=0 answered with Content-Encoding {other}:\n{}", r.describe())),
+        },
+    );
+
+    // Each representation has its own tag; the same coding always the same tag.
+    let mut by_coding: Vec<(&str, HashSet<String>)> = Vec::new();
+    for (c, t) in &tags {
+        match by_coding.iter_mut().find(|(k, _)| k == c) {
+            Some((_, set)) => {
+                set.insert(t.clone());
+            }
+            None => by_coding.push((c, HashSet::from([t.clone()]))),
+        }
+    }
+    let mut all = HashSet::new();
+    for (c, set) in &by_coding {
+        f.check(
+            &format!("one ETag for the {c} representation"),
+            if set.len() == 1 { Ok(()) } else { Err(format!("{set:?}")) },
+        );
+        all.extend(set.iter().cloned());
+    }
+    f.check(
+        "identity, gzip and br have three different ETags",
+        if by_coding.len() == 3 && all.len() == 3 { Ok(()) } else { Err(format!("{by_coding:?}")) },
+    );
+
+    // HEAD announces what GET sends.
+    let h = head_h(&srv, "/x.css", &[("Accept-Encoding", "br, gzip")]);
+    f.check(
+        "HEAD with Accept-Encoding: br, gzip",
+        if h.status == 200
+            && h.headers_named("Content-Encoding") == ["br"]
+            && h.header("Content-Length") == Some(&*br.len().to_string())
+            && h.header_has_token("Vary", "Accept-Encoding")
+        {
+            Ok(())
+        } else {
+            Err(format!("expected the br variant's head:\n{}", h.describe()))
+        },
+    );
+
+    // The sibling itself is an ordinary file: its bytes, not re-labelled as an encoding.
+    let r = get_h(&srv, "/x.css.gz", &[("Accept-Encoding", "gzip, br")]);
+    f.check(
+        "GET /x.css.gz directly",
+        if r.status == 200 && r.body == gz && r.header("Content-Encoding").is_none() {
+            r.check_common(false)
+        } else {
+            Err(format!("expected the .gz file's bytes with no Content-Encoding:\n{}", r.describe()))
+        },
+    );
+
+    // A real client decodes what it gets back to the original.
+    let url = format!("http://{}/x.css", srv.addr());
+    let out = curl(&["--compressed", &url]);
+    f.check(
+        "curl --compressed",
+        if out.code == Some(0) && out.stdout == css {
+            Ok(())
+        } else {
+            Err(format!("curl exit {:?}, {} bytes, stderr {}", out.code, out.stdout.len(), out.stderr))
+        },
+    );
+    f.finish();
+}
+
+#[test]
+fn precompressed_ranges_and_conditionals_apply_to_the_variant() {
+    let srv = precompressed_server("");
+    let css = css_source();
+    let gz = fs::read(srv.root().join("x.css.gz")).unwrap();
+    let br = fs::read(srv.root().join("x.css.br")).unwrap();
+    let e_id = strong_etag(&srv.get("/x.css")).unwrap();
+    let e_gz = strong_etag(&get_h(&srv, "/x.css", &[("Accept-Encoding", "gzip")])).unwrap();
+    let mut f = Failures::new();
+    let gl = gz.len() as u64;
+    let bl = br.len() as u64;
+
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "gzip"), ("Range", "bytes=0-9")]);
+    f.check(
+        "gzip + Range: bytes=0-9",
+        check_206(&r, 0, 9, gl, &gz[..10]).and_then(|_| {
+            if r.headers_named("Content-Encoding") == ["gzip"] && r.header_has_token("Vary", "Accept-Encoding") {
+                Ok(())
+            } else {
+                Err(format!("expected Content-Encoding: gzip and Vary:\n{}", r.describe()))
+            }
+        }),
+    );
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "br"), ("Range", "bytes=-4")]);
+    f.check(
+        "br + Range: bytes=-4",
+        check_206(&r, bl - 4, bl - 1, bl, &br[br.len() - 4..]).and_then(|_| {
+            if r.headers_named("Content-Encoding") == ["br"] {
+                Ok(())
+            } else {
+                Err(format!("expected Content-Encoding: br:\n{}", r.describe()))
+            }
+        }),
+    );
+    let r = get_h(&srv, "/x.css", &[("Range", "bytes=0-9")]);
+    f.check("identity + Range: bytes=0-9", check_206(&r, 0, 9, css.len() as u64, &css[..10]));
+
+    // If-None-Match compares against the selected representation's tag.
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "gzip"), ("If-None-Match", &e_gz)]);
+    f.check(
+        "gzip + If-None-Match: gzip tag",
+        if r.status == 304
+            && r.headers_named("ETag") == [e_gz.as_str()]
+            && r.header_has_token("Vary", "Accept-Encoding")
+        {
+            Ok(())
+        } else {
+            Err(format!("expected 304 with the gzip ETag and Vary: Accept-Encoding:\n{}", r.describe()))
+        },
+    );
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "gzip"), ("If-None-Match", &e_id)]);
+    f.check("gzip + If-None-Match: identity tag", check_variant(&r, Some("gzip"), &gz).map(|_| ()));
+    let r = get_h(&srv, "/x.css", &[("If-None-Match", &e_gz)]);
+    f.check("identity + If-None-Match: gzip tag", check_variant(&r, None, &css).map(|_| ()));
+
+    // If-Range too.
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "gzip"), ("Range", "bytes=0-9"), ("If-Range", &e_gz)]);
+    f.check("gzip + If-Range: gzip tag", check_206(&r, 0, 9, gl, &gz[..10]));
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "gzip"), ("Range", "bytes=0-9"), ("If-Range", &e_id)]);
+    f.check("gzip + If-Range: identity tag", check_variant(&r, Some("gzip"), &gz).map(|_| ()));
+    f.finish();
+}
+
+#[test]
+fn precompressed_older_siblings_are_ignored_and_the_feature_can_be_configured() {
+    let srv = precompressed_server("");
+    let r = get_h(&srv, "/old.css", &[("Accept-Encoding", "gzip")]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.header("Content-Encoding").is_none(), "a sibling older than the file must be ignored: {r:?}");
+    assert_eq!(r.body, b"body { color: old; }\n", "{r:?}");
+    drop(srv);
+
+    let css = css_source();
+    let srv = precompressed_server("[compression]\nprecompressed = []");
+    for ae in ["br, gzip", "gzip", "*"] {
+        let r = get_h(&srv, "/x.css", &[("Accept-Encoding", ae)]);
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.header("Content-Encoding").is_none(), "precompressed = [] must serve identity: {r:?}");
+        assert_eq!(r.body, css, "{r:?}");
+    }
+    drop(srv);
+
+    let srv = precompressed_server("[compression]\nprecompressed = [\"gzip\"]");
+    let gz = fs::read(srv.root().join("x.css.gz")).unwrap();
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "br, gzip")]);
+    check_variant(&r, Some("gzip"), &gz).unwrap();
+    let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "br")]);
+    check_variant(&r, None, &css).unwrap();
+}
+
+#[test]
+fn compress_subcommand_writes_siblings_that_are_then_served() {
+    let srv = Server::start("[cache]\nrevalidate = 0");
+    let site = srv.root().join("site");
+    let mut html = String::from("<!doctype html>\n<title>big</title>\n");
+    for i in 0..800 {
+        html.push_str(&format!("<p class=\"row\">Paragraph number {i} of a fairly repetitive page.</p>\n"));
+    }
+    let html = html.into_bytes();
+    write(&site, "big.html", &html);
+    write(&site, "sub/app.js", &"console.log('compress me');\n".repeat(200).into_bytes());
+    write(&site, "pic.png", &pseudo_random_bytes(40_000, 5));
+    write(&site, "tiny.html", b"<p>tiny</p>\n");
+
+    let out = run_cli(&["compress", site.to_str().unwrap()], None);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "`ferrohttpd compress DIR` failed (is the subcommand wired into the CLI?)\nstdout: {}\nstderr: {}",
+        out.stdout_text(),
+        out.stderr
+    );
+
+    let orig_mtime = fs::metadata(site.join("big.html")).unwrap().modified().unwrap();
+    for (file, content) in
+        [("big.html", &html), ("sub/app.js", &"console.log('compress me');\n".repeat(200).into_bytes())]
+    {
+        let gz = fs::read(site.join(format!("{file}.gz"))).unwrap_or_else(|e| panic!("{file}.gz not written: {e}"));
+        let br = fs::read(site.join(format!("{file}.br"))).unwrap_or_else(|e| panic!("{file}.br not written: {e}"));
+        assert!(gunzip(&gz) == *content, "{file}.gz does not decompress to {file}");
+        assert!(unbrotli(&br) == *content, "{file}.br does not decompress to {file}");
+        assert!(gz.len() < content.len() && br.len() < content.len());
+        if let Ok(zst) = fs::read(site.join(format!("{file}.zst"))) {
+            assert!(zst.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), "{file}.zst is not a zstd frame");
+        }
+        for ext in ["gz", "br"] {
+            let m = fs::metadata(site.join(format!("{file}.{ext}"))).unwrap().modified().unwrap();
+            let o = fs::metadata(site.join(file)).unwrap().modified().unwrap();
+            assert!(m >= o, "{file}.{ext} is older than {file}: the server would ignore it");
+        }
+    }
+    for skipped in ["pic.png.gz", "pic.png.br", "pic.png.zst", "tiny.html.gz", "tiny.html.br", "tiny.html.zst"] {
+        assert!(!site.join(skipped).exists(), "{skipped} should not have been written");
+    }
+
+    // The server sends them.
+    let gz = fs::read(site.join("big.html.gz")).unwrap();
+    let br = fs::read(site.join("big.html.br")).unwrap();
+    let r = get_h(&srv, "/site/big.html", &[("Accept-Encoding", "gzip")]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.headers_named("Content-Encoding"), ["gzip"], "{r:?}");
+    assert!(r.body == gz, "body is not big.html.gz");
+    let r = get_h(&srv, "/site/big.html", &[("Accept-Encoding", "br")]);
+    assert_eq!(r.headers_named("Content-Encoding"), ["br"], "{r:?}");
+    assert!(r.body == br, "body is not big.html.br");
+    let r = srv.get("/site/big.html");
+    assert!(r.header("Content-Encoding").is_none() && r.body == html, "{r:?}");
+
+    // A second run leaves current siblings alone; a changed original gets fresh ones.
+    let ino_js = fs::metadata(site.join("sub/app.js.gz")).unwrap().ino();
+    let html2 = [&html[..], b"<p>appended</p>\n"].concat();
+    fs::write(site.join("big.html"), &html2).unwrap();
+    let later = orig_mtime.duration_since(UNIX_EPOCH).unwrap().as_secs() + 10;
+    set_mtime(&site.join("big.html"), later);
+    let out = run_cli(&["compress", site.to_str().unwrap()], None);
+    assert_eq!(out.code, Some(0), "second compress run: {out:?}");
+    assert_eq!(fs::metadata(site.join("sub/app.js.gz")).unwrap().ino(), ino_js, "a current sibling was rewritten");
+    assert!(gunzip(&fs::read(site.join("big.html.gz")).unwrap()) == html2, "stale big.html.gz not refreshed");
+    assert!(unbrotli(&fs::read(site.join("big.html.br")).unwrap()) == html2, "stale big.html.br not refreshed");
+    let r = get_h(&srv, "/site/big.html", &[("Accept-Encoding", "gzip")]);
+    assert_eq!(r.headers_named("Content-Encoding"), ["gzip"], "{r:?}");
+    assert!(gunzip(&r.body) == html2, "served gzip is not the refreshed one");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache headers and [[headers]] rules
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn max_age_expires_and_header_rules() {
+    let srv = Server::builder()
+        .raw_config(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{root}\"\n\
+             [http]\nmax_age = 60\n\
+             [log]\naccess = \"off\"\nerror = \"-\"\n\
+             [[headers]]\nmatch = \"/assets/**\"\ncache_control = \"public, max-age=31536000, immutable\"\n\
+             [[headers]]\nmime = \"text/html\"\nheaders = { \"X-Frame-Options\" = \"DENY\" }\n",
+        )
+        .setup(|_, root| {
+            write(root, "assets/app.css", b"a{}\n");
+            write(root, "assets/sub/deep.js", b"let x;\n");
+            write(root, "assets/page.html", b"<p>asset page</p>\n");
+            write(root, "notassets/x.css", b"b{}\n");
+        })
+        .start();
+    let immutable = "public, max-age=31536000, immutable";
+    let mut f = Failures::new();
+    // (path, expected Cache-Control, X-Frame-Options expected)
+    for (path, cc, xfo) in [
+        ("/file.txt", "max-age=60", false),
+        ("/style.css", "max-age=60", false),
+        ("/notassets/x.css", "max-age=60", false),
+        ("/index.html", "max-age=60", true),
+        ("/", "max-age=60", true),
+        ("/assets/app.css", immutable, false),
+        ("/assets/sub/deep.js", immutable, false),
+        ("/assets/page.html", immutable, true),
+    ] {
+        let r = srv.get(path);
+        let res = (|| {
+            if r.status != 200 {
+                return Err(format!("expected 200:\n{}", r.describe()));
+            }
+            r.check_common(false)?;
+            if r.headers_named("Cache-Control") != [cc] {
+                return Err(format!("expected exactly `Cache-Control: {cc}`:\n{}", r.describe()));
+            }
+            if cc == "max-age=60" {
+                let date = parse_http_date(r.header("Date").unwrap()).unwrap();
+                let exp = r.headers_named("Expires");
+                let exp = match exp[..] {
+                    [one] => parse_http_date(one).ok_or_else(|| format!("Expires {one:?} is not an IMF-fixdate"))?,
+                    _ => return Err(format!("expected one Expires:\n{}", r.describe())),
+                };
+                if !(58..=62).contains(&(exp as i64 - date as i64)) {
+                    return Err(format!("Expires is not Date + 60 s (±2):\n{}", r.describe()));
+                }
+            }
+            let x = r.headers_named("X-Frame-Options");
+            if xfo && x != ["DENY"] {
+                return Err(format!("expected `X-Frame-Options: DENY` on HTML:\n{}", r.describe()));
+            }
+            if !xfo && !x.is_empty() {
+                return Err(format!("X-Frame-Options only belongs on HTML:\n{}", r.describe()));
+            }
+            Ok(())
+        })();
+        f.check(&format!("GET {path}"), res);
+    }
+    // The 304 of a rule-covered file carries the rule's Cache-Control.
+    let e = strong_etag(&srv.get("/assets/app.css")).unwrap();
+    let r = get_h(&srv, "/assets/app.css", &[("If-None-Match", &e)]);
+    f.check(
+        "304 of /assets/app.css",
+        if r.status == 304 && r.headers_named("Cache-Control") == [immutable] {
+            Ok(())
+        } else {
+            Err(format!("expected 304 with `Cache-Control: {immutable}`:\n{}", r.describe()))
+        },
+    );
+    f.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error pages
+// ---------------------------------------------------------------------------------------------
+
+const CUSTOM_404: &[u8] = b"<!doctype html>\n<title>Not here</title>\n<h1>custom 404 page</h1>\n";
+const CUSTOM_403: &[u8] = b"forbidden, says the custom text page\n";
+const THTTPD_404: &[u8] = b"<html><body>thttpd-style err404.html</body></html>\n";
+
+#[test]
+fn configured_error_pages_keep_status_and_content_type() {
+    let srv = Server::builder()
+        .config("[errors]\n404 = \"errors/404.html\"\n403 = \"errors/forbidden.txt\"")
+        .setup(|_, root| {
+            write(root, "errors/404.html", CUSTOM_404);
+            write(root, "errors/forbidden.txt", CUSTOM_403);
+        })
+        .start();
+    let page_ct = srv.get("/errors/404.html").header("Content-Type").map(str::to_string);
+    assert_eq!(page_ct.as_deref(), Some("text/html; charset=utf-8"));
+
+    for path in ["/missing.txt", "/nodir/missing.html", "/dir/missing"] {
+        let r = srv.get(path);
+        assert_eq!(r.status, 404, "{r:?}");
+        r.check_common(false).unwrap();
+        assert_eq!(r.body, CUSTOM_404, "{r:?}");
+        assert_eq!(r.header("Content-Type"), page_ct.as_deref(), "{r:?}");
+    }
+    let h = head_h(&srv, "/missing.txt", &[]);
+    assert_eq!(h.status, 404, "{h:?}");
+    assert_eq!(h.header("Content-Length"), Some(&*CUSTOM_404.len().to_string()), "{h:?}");
+
+    // 403 (a dotfile, denied by default) gets its own page, with a text Content-Type.
+    let r = srv.get("/.secret");
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(r.body, CUSTOM_403, "{r:?}");
+    assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"), "{r:?}");
+
+    // Keep-alive framing survives a custom error body.
+    let mut s = srv.connect();
+    raw(&mut s, req("GET", "/missing.txt", &[], false));
+    let r = read_response(&mut s);
+    assert_eq!(r.status, 404, "{r:?}");
+    check_connection_consistent(&mut s, &r).unwrap();
+}
+
+#[test]
+fn thttpd_err_nnn_convention_and_builtin_fallback() {
+    let srv = Server::builder().setup(|_, root| write(root, "errors/err404.html", THTTPD_404)).start();
+    let r = srv.get("/missing.txt");
+    assert_eq!(r.status, 404, "{r:?}");
+    r.check_common(false).unwrap();
+    assert_eq!(r.body, THTTPD_404, "errors/err404.html should be found automatically: {r:?}");
+    assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"), "{r:?}");
+    // No err403.html: built-in page for 403.
+    let r = srv.get("/.secret");
+    assert_eq!(r.status, 403, "{r:?}");
+    r.check_error_body().unwrap();
+    assert_ne!(r.body, THTTPD_404, "{r:?}");
+    drop(srv);
+
+    let srv = Server::start("");
+    let r = srv.get("/missing.txt");
+    assert_eq!(r.status, 404, "{r:?}");
+    r.check_error_body().unwrap();
+    assert!(r.body_text().contains("404"), "{r:?}");
+    assert_ne!(r.body, CUSTOM_404);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directory listing
+// ---------------------------------------------------------------------------------------------
+
+/// The files of root/list/ and their contents (dotfiles included; they must not be listed).
+const LIST_FILES: &[(&str, &[u8])] = &[
+    ("a<b>.txt", b"angle brackets\n"),
+    ("x&y", b"ampersand\n"),
+    ("quote\"d", b"double quote\n"),
+    ("sp ace.txt", b"space\n"),
+    ("Alpha.txt", b"capital\n"),
+    ("zeta.txt", b"last\n"),
+    (".hidden", b"dotfile\n"),
+    ("sub2/f", b"in sub2\n"),
+    ("sub1/f", b"in sub1\n"),
+    (".hiddendir/f", b"in a hidden dir\n"),
+];
+
+fn listing_server(extra: &str) -> Server {
+    Server::builder()
+        .config(extra)
+        .setup(|_, root| {
+            for (name, data) in LIST_FILES {
+                write(root, &format!("list/{name}"), data);
+            }
+            for i in 0..10 {
+                write(root, &format!("many/f{i}.txt"), format!("file {i}\n").as_bytes());
+            }
+        })
+        .start()
+}
+
+#[test]
+fn listing_is_off_by_default() {
+    let srv = listing_server("");
+    for path in ["/list/", "/list/?format=json", "/noindex/"] {
+        let r = srv.get(path);
+        assert_eq!(r.status, 403, "GET {path}: {r:?}");
+        r.check_common(false).unwrap();
+        assert!(!r.body_text().contains("zeta.txt"), "{r:?}");
+    }
+    let r = get_h(&srv, "/list/", &[("Accept", "application/json")]);
+    assert_eq!(r.status, 403, "{r:?}");
+}
+
+#[test]
+fn listing_html_is_escaped_sorted_and_hides_dotfiles() {
+    let srv = listing_server("[listing]\nenabled = true");
+    let r = srv.get("/list/");
+    assert_eq!(r.status, 200, "{r:?}");
+    r.check_common(false).unwrap();
+    assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"), "{r:?}");
+    let html = r.body_text();
+    let links = hrefs(&html);
+    let expected =
+        ["../", "sub1/", "sub2/", "Alpha.txt", "a%3Cb%3E.txt", "quote%22d", "sp%20ace.txt", "x%26y", "zeta.txt"];
+    assert_eq!(links, expected, "links: directories first, each group sorted, percent-encoded\n{html}");
+    for escaped in ["a&lt;b&gt;.txt", "x&amp;y", "quote&quot;d"] {
+        assert!(html.contains(escaped), "name not HTML-escaped as {escaped}:\n{html}");
+    }
+    for raw_name in ["a<b>", "quote\"d", "x&y"] {
+        assert!(!html.contains(raw_name), "raw name {raw_name:?} in the HTML:\n{html}");
+    }
+    assert!(!html.contains(".hidden"), "dotfiles must not be listed with dotfiles = deny:\n{html}");
+
+    // Every link resolves to the file it names.
+    for (href, (name, data)) in expected[3..].iter().zip(
+        ["Alpha.txt", "a<b>.txt", "quote\"d", "sp ace.txt", "x&y", "zeta.txt"]
+            .iter()
+            .map(|n| LIST_FILES.iter().find(|(m, _)| m == n).unwrap()),
+    ) {
+        let r = srv.get(&format!("/list/{href}"));
+        assert_eq!(r.status, 200, "link {href} for {name:?}: {r:?}");
+        assert_eq!(r.body, *data, "link {href} for {name:?}: {r:?}");
+    }
+    let r = srv.get("/list/sub1/");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(hrefs(&r.body_text()), ["../", "f"], "{r:?}");
+
+    // A directory with an index file is not listed.
+    let r = srv.get("/dir/");
+    assert_eq!(r.body, DIR_INDEX, "{r:?}");
+    // HEAD of a listing: same length, no body.
+    let h = head_h(&srv, "/list/", &[]);
+    assert_eq!(h.status, 200, "{h:?}");
+    assert_eq!(h.header("Content-Length"), Some(&*r_len(&srv, "/list/").to_string()), "{h:?}");
+}
+
+fn r_len(srv: &Server, path: &str) -> usize {
+    srv.get(path).body.len()
+}
+
+fn listing_names(j: &Json) -> Result<Vec<(String, String)>, String> {
+    let entries = match j.get("entries") {
+        Some(Json::Arr(v)) => v,
+        _ => return Err(format!("no entries array in {j:?}")),
+    };
+    entries
+        .iter()
+        .map(|e| {
+            let name = e.get("name").and_then(Json::str).ok_or_else(|| format!("entry without name: {e:?}"))?;
+            let ty = e.get("type").and_then(Json::str).ok_or_else(|| format!("entry without type: {e:?}"))?;
+            Ok((name.to_string(), ty.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn listing_json_by_query_or_accept() {
+    let srv = listing_server("[listing]\nenabled = true");
+    let expected: Vec<(String, String)> = [
+        ("sub1", "dir"),
+        ("sub2", "dir"),
+        ("Alpha.txt", "file"),
+        ("a<b>.txt", "file"),
+        ("quote\"d", "file"),
+        ("sp ace.txt", "file"),
+        ("x&y", "file"),
+        ("zeta.txt", "file"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    for (path, accept) in [("/list/?format=json", None), ("/list/", Some("application/json"))] {
+        let headers: Vec<(&str, &str)> = accept.map(|a| vec![("Accept", a)]).unwrap_or_default();
+        let r = get_h(&srv, path, &headers);
+        assert_eq!(r.status, 200, "{r:?}");
+        r.check_common(false).unwrap();
+        let ct = r.header("Content-Type").unwrap_or("");
+        assert!(ct.starts_with("application/json"), "GET {path} Accept {accept:?}: {r:?}");
+        let j = parse_json(&r.body_text()).unwrap_or_else(|e| panic!("invalid JSON ({e}): {r:?}"));
+        assert_eq!(listing_names(&j).unwrap(), expected, "{j:?}");
+        assert_eq!(j.get("truncated"), Some(&Json::Bool(false)), "{j:?}");
+        if let Some(p) = j.get("path") {
+            assert_eq!(p, &Json::Str("/list/".into()), "{j:?}");
+        }
+        // Sizes match the files.
+        if let Some(Json::Arr(entries)) = j.get("entries") {
+            for e in entries {
+                let name = e.get("name").and_then(Json::str).unwrap();
+                if let Some((_, data)) = LIST_FILES.iter().find(|(n, _)| *n == name) {
+                    assert_eq!(e.get("size"), Some(&Json::Num(data.len() as f64)), "size of {name:?}: {e:?}");
+                }
+            }
+        }
+        // Markup characters are escaped in the JSON text itself, so it cannot be sniffed as HTML.
+        assert!(!r.body_text().contains('<'), "raw '<' in the JSON listing: {r:?}");
+    }
+    // A browser's Accept gets HTML.
+    let r = get_h(&srv, "/list/", &[("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")]);
+    assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"), "{r:?}");
+}
+
+#[test]
+fn listing_is_capped_by_max_entries() {
+    let srv = listing_server("[listing]\nenabled = true\nmax_entries = 3");
+    let r = srv.get("/many/");
+    assert_eq!(r.status, 200, "{r:?}");
+    let html = r.body_text();
+    let links: Vec<String> = hrefs(&html).into_iter().filter(|h| h != "../").collect();
+    assert_eq!(links.len(), 3, "max_entries = 3 must show 3 entries:\n{html}");
+    for l in &links {
+        assert!(l.starts_with('f') && l.ends_with(".txt"), "{links:?}");
+    }
+    let lower = html.to_lowercase();
+    assert!(
+        lower.contains("more entries") || lower.contains("truncated") || lower.contains("only 3"),
+        "a truncated listing must say so:\n{html}"
+    );
+
+    let r = srv.get("/many/?format=json");
+    let j = parse_json(&r.body_text()).unwrap_or_else(|e| panic!("invalid JSON ({e}): {r:?}"));
+    assert_eq!(j.get("truncated"), Some(&Json::Bool(true)), "{j:?}");
+    let names = listing_names(&j).unwrap();
+    assert_eq!(names.len(), 3, "{j:?}");
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "truncated listing still sorted: {j:?}");
+}
