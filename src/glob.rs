@@ -66,7 +66,32 @@ impl Pattern {
     }
 }
 
+/// The literal bytes of `toks` if it holds no wildcard.
+fn literal(toks: &[Token]) -> Option<impl Iterator<Item = u8> + '_> {
+    toks.iter().all(|t| matches!(t, Token::Byte(_))).then(|| {
+        toks.iter().map(|t| match t {
+            Token::Byte(b) => *b,
+            _ => 0,
+        })
+    })
+}
+
 fn matches_tokens(toks: &[Token], s: &[u8]) -> bool {
+    // The shapes throttle files and header rules are made of, without allocating:
+    // "literal", "**literal" (a suffix) and "literal**" (a prefix).
+    if let Some(lit) = literal(toks) {
+        return lit.eq(s.iter().copied());
+    }
+    match toks {
+        [Token::DoubleStar, rest @ ..] if literal(rest).is_some() => {
+            return s.len() >= rest.len()
+                && literal(rest).is_some_and(|l| l.eq(s[s.len() - rest.len()..].iter().copied()));
+        }
+        [rest @ .., Token::DoubleStar] if literal(rest).is_some() => {
+            return s.len() >= rest.len() && literal(rest).is_some_and(|l| l.eq(s[..rest.len()].iter().copied()));
+        }
+        _ => {}
+    }
     // memo[(ti, si)] = already known not to match.
     let width = s.len() + 1;
     let mut dead = vec![false; (toks.len() + 1) * width];
@@ -129,6 +154,23 @@ mod tests {
         assert!(!m("a?b", "a/b"));
         assert!(!m("", ""));
         assert!(m("a||b", "b"));
+    }
+
+    #[test]
+    fn fast_shapes_agree_with_the_general_matcher() {
+        for (p, yes, no) in [
+            ("/exact.txt", "/exact.txt", "/exact.txt2"),
+            ("**.jpg", "/a/b.jpg", "/a/b.jpeg"),
+            ("/videos/**", "/videos/", "/video/x"),
+            ("**", "/", "/x"),
+        ] {
+            assert!(m(p, yes), "{p} {yes}");
+            if p != "**" {
+                assert!(!m(p, no), "{p} {no}");
+            }
+        }
+        assert!(m("**", "/x"));
+        assert!(!m("**.jpg", "jp"));
     }
 
     #[test]
