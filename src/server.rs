@@ -416,9 +416,9 @@ impl Server {
                     Token(t) if t >= CONN_BASE => {
                         let key = t - CONN_BASE;
                         if let Some(c) = self.conns.get_mut(key) {
-                            let r = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                            let r = ev.is_readable() || ev.is_error();
                             let w = ev.is_writable() || ev.is_write_closed() || ev.is_error();
-                            c.ready(r, w);
+                            c.ready(r, w, ev.is_read_closed());
                             self.dispatch(key);
                         }
                     }

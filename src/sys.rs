@@ -51,6 +51,22 @@ pub fn shutdown_write(fd: RawFd) {
     }
 }
 
+/// Makes the coming close reset the connection (SO_LINGER with a zero timeout), so the
+/// peer sees an error instead of an orderly end of data.
+pub fn abort_on_close(fd: RawFd) {
+    let l = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: `l` is a valid linger struct of the size given; setsockopt only reads it.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
 /// Raises the soft limit on open descriptors to the hard limit; returns the new soft limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

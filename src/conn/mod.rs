@@ -148,6 +148,8 @@ pub struct Conn {
     readable: bool,
     writable: bool,
     peer_eof: bool,
+    /// The poller reported the peer's FIN.
+    rdhup: bool,
     /// Response head, `head[head_pos..]` unsent.
     head: Vec<u8>,
     head_pos: usize,
@@ -189,6 +191,7 @@ impl Conn {
             readable: true,
             writable: true,
             peer_eof: false,
+            rdhup: false,
             head: Vec::new(),
             head_pos: 0,
             body: Body::None,
@@ -215,10 +218,12 @@ impl Conn {
         &mut self.sock
     }
 
-    /// Records readiness reported by the poller.
-    pub fn ready(&mut self, readable: bool, writable: bool) {
-        self.readable |= readable;
+    /// Records readiness reported by the poller. `read_closed`: the peer's FIN has arrived
+    /// (possibly together with data, so a short read must not end the reading).
+    pub fn ready(&mut self, readable: bool, writable: bool, read_closed: bool) {
+        self.readable |= readable || read_closed;
         self.writable |= writable;
+        self.rdhup |= read_closed;
     }
 
     /// True when the connection is past a deadline, or is receiving a response so slowly
@@ -444,9 +449,10 @@ impl Conn {
                 true
             }
             Ok(n) => {
-                if n < space {
+                if n < space && !self.rdhup {
                     // A short read drained the socket; edge-triggered readiness will report
-                    // the next bytes, so don't spend a read on EAGAIN.
+                    // the next bytes, so don't spend a read on EAGAIN. (Unless the FIN is
+                    // already in: no edge will come for it, so the next read must see the 0.)
                     self.readable = false;
                 }
                 if self.phase == Phase::Idle && matches!(self.discard, Discard::None) {
@@ -583,6 +589,16 @@ impl Conn {
                     let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };
                     if *pos == *end && stage.as_ref().is_none_or(|s| s.pos == s.buf.len()) {
                         if head.is_empty() {
+                            // sendfile queues page-cache pages by reference: a file truncated
+                            // in place while they wait in the socket has them zeroed under
+                            // us. If it shrank, reset the connection rather than let the
+                            // client take the response as complete. (Data already delivered
+                            // cannot be recalled; files should be replaced by rename.)
+                            let shrank = stage.is_none() && file.metadata().is_ok_and(|m| m.len() < *end);
+                            if shrank {
+                                sys::abort_on_close(fd);
+                                return self.truncated(cx);
+                            }
                             return WriteResult::Done;
                         }
                         (sys::send2(fd, head, &[], false), false)

@@ -150,7 +150,16 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return incomplete(buf, limits).map(|()| None),
         Err(httparse::Error::TooManyHeaders) => return Err(reject(431, "too many header fields")),
-        Err(httparse::Error::Version) => return Err(version_error(buf)),
+        Err(httparse::Error::Version) => {
+            // httparse judges "HTTP/1." + a digit it does not know before the line ends; a
+            // line still arriving (which `parse` will patch to 1.1 once complete) is not an error yet.
+            incomplete(buf, limits)?;
+            let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
+            if !buf[start..].contains(&b'\n') {
+                return Ok(None);
+            }
+            return Err(version_error(buf));
+        }
         Err(_) => {
             // A syntax error in a head that did not fit would be reported as the wrong thing.
             incomplete(buf, limits)?;
@@ -630,6 +639,10 @@ mod tests {
         assert_eq!(status(b"GET / FTP/1.0\r\n\r\n"), 400);
         let r = p(b"GET / HTTP/1.2\r\nHost: x\r\n\r\n").unwrap().unwrap();
         assert_eq!(r.minor, 1);
+        // Arriving in pieces, it is incomplete until the line ends.
+        assert_eq!(status(b"GET / HTTP/1.2"), 0);
+        assert_eq!(status(b"GET / HTTP/1.2\r"), 0);
+        assert_eq!(status(b"GET / HTTP/2.0"), 0);
     }
 
     #[test]
