@@ -113,8 +113,8 @@ fn check(launch: Launch) -> ExitCode {
     for w in &warnings {
         r.warn(w);
     }
-    let root = match server::open_resources(&cfg) {
-        Ok(res) => res.root.path().to_path_buf(),
+    let root = match server::check_resources(&cfg) {
+        Ok(root) => root,
         Err(e) => return r.fail(e),
     };
     if let Some(dd) = cfg.thttpd.data_dir.as_ref().filter(|_| cfg.thttpd.chroot) {
@@ -439,6 +439,10 @@ fn serve(
             Some(dd) => Path::new("/").join(dd),
             None => PathBuf::from("/"),
         };
+        // The server works from its root (relative .htpasswd lookups, as thttpd).
+        if let Err(e) = std::env::set_current_dir(&cfg.root) {
+            return r.fail(format_args!("chdir {}: {e}", cfg.root.display()));
+        }
     }
     if let Some((uid, gid)) = owner {
         give_log_to(&cfg.access_log, uid, gid);

@@ -182,6 +182,38 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
     Ok(Resources { root, vroots, access, errors })
 }
 
+/// What `--check-config` checks: the roots open, and the log files could be opened for
+/// appending — without creating them (a check run as root must not leave root-owned logs
+/// that the server's user then cannot open). Returns the canonical root.
+pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
+    let root =
+        DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
+    for v in &cfg.vhosts {
+        DocRoot::open(&v.root)
+            .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
+    }
+    for (what, target) in [("access log", &cfg.access_log), ("error log", &cfg.error_log)] {
+        if let crate::config::LogTarget::File(p) = target {
+            check_log_file(p).map_err(|e| StartError(format!("{what} {}: {e}", p.display())))?;
+        }
+    }
+    Ok(root.path().to_path_buf())
+}
+
+fn check_log_file(p: &std::path::Path) -> io::Result<()> {
+    if p.exists() {
+        return std::fs::OpenOptions::new().append(true).open(p).map(drop);
+    }
+    let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let c = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated path; access only reads it.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// What a configuration needs opened before it can serve.
 pub struct Resources {
     pub root: DocRoot,

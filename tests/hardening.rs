@@ -706,7 +706,6 @@ fn churn(label: &str, extra: &str, in_place: bool) {
         for (data, letter) in [(&big_b, b'B'), (&big_a, b'A')] {
             fs::write(&tmp, data).unwrap();
             fs::rename(&tmp, &path).unwrap();
-            last = (letter, CHURN_BIG);
             sleep(Duration::from_millis(40));
             if in_place {
                 fs::File::options().write(true).open(&path).unwrap().set_len(CHURN_SMALL as u64).unwrap();

@@ -197,6 +197,10 @@ impl Conn {
         };
         let root = match site.root {
             Some(i) => cx.vroots[i].1.path().to_path_buf(),
+            // thttpd mode runs from the served directory (chdir at start, as thttpd): a
+            // relative path needs no search permission on the directories above it, which
+            // the user the server switched to may not have.
+            None if cx.cfg.thttpd.enabled => std::path::PathBuf::from("."),
             None => cx.root.path().to_path_buf(),
         };
         let fs_dir = root.join(url_dir.trim_start_matches('/'));

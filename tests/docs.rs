@@ -1,0 +1,1022 @@
+//! Documentation and packaging drift tests: the man pages, the README, the shell completions,
+//! the systemd units, the logrotate file and the Debian package are checked against the code,
+//! so that none of them can silently fall behind it.
+//!
+//! # Sources of truth
+//!
+//! - **Configuration keys**: `config/ferrohttpd.toml`, which lists every key at its default
+//!   (`tests/config.rs` checks that the server accepts it). A line is recognised as
+//!   - a *table* when, after an optional `# ` (a commented example table), it is exactly
+//!     `[name]` or `[[name]]`;
+//!   - a *key* when, after an optional `# ` (a commented example key, not set by default), it
+//!     is `key = value` with `key` made of ASCII letters, digits, `_` and `-`, and exactly one
+//!     space on each side of the `=`. The value of an uncommented key is its default.
+//!
+//!   So a prose comment must not itself look like `# word = text`.
+//! - **Flags and subcommands**: the output of `ferrohttpd --help` and of the same binary run
+//!   as `thttpd --help`. A flag is a whitespace-separated word of that text starting with `-`
+//!   followed by a letter (or `--` and a letter), once `[ ] | , ( ) ' "` and anything from a
+//!   `=` on are trimmed. A subcommand is the word after `ferrohttpd` on a usage line
+//!   (`usage: ferrohttpd compress DIR ...`) that is neither a flag nor an option group.
+//!
+//! # What is checked against them
+//!
+//! - `packaging/man/ferrohttpd.toml.5`: each table is a `.SS [name]` (or `[[name]]`), each key
+//!   a `.TP` tag `\fBkey\fR = default`; the default must be the file's value, unless it is an
+//!   italic placeholder (`\fIseconds\fR`), which only keys commented out in the file (and the
+//!   ones in [`PLACEHOLDER_DEFAULTS`]) may have. A table documented by a single italic
+//!   placeholder key (`\fISTATUS\fR = \fIpath\fR`) is a *map* whose keys the user chooses
+//!   (`[errors]`, `[mime]`): the file's keys there are examples and are not compared.
+//! - `packaging/man/ferrohttpd.8`: every flag is a `.TP` tag in a section whose title contains
+//!   `OPTIONS` or `COMMANDS`; the first word of a tag under `COMMANDS` is a subcommand.
+//! - `README.md`: the table under the header `| section | keys |` (keys are the code spans
+//!   that are bare names; map tables list none) and the table under `| flag | meaning |`.
+//! - the bash and zsh completions: every flag and subcommand appears as a word.
+//! - both ways, for tables, keys, flags and subcommands: a name in the code but not in the
+//!   docs fails, and so does a name in the docs but not in the code.
+//!
+//! The tests that need an outside tool (`groff`, `man`, `systemd-analyze`, `logrotate`,
+//! `dpkg-deb`, `bash`, `zsh`) print a note and pass when it is not installed; `.ci/run` is
+//! expected to install them. They use the debug binary (`CARGO_BIN_EXE_ferrohttpd`), so CI
+//! need not build a release.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ferrohttpd");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Keys set in `config/ferrohttpd.toml` whose man page entry shows a placeholder instead of
+/// the file's value: `root = "../www"` is the source tree's `www/` seen from `config/`, while
+/// the built-in default is `www` in the working directory; the man page says both in words.
+const PLACEHOLDER_DEFAULTS: &[&str] = &["server.root"];
+
+fn path(rel: &str) -> PathBuf {
+    Path::new(ROOT).join(rel)
+}
+
+fn read(rel: &str) -> String {
+    fs::read_to_string(path(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// Where an outside tool is: on `PATH`, or in an `sbin` directory (`logrotate` lives in
+/// `/usr/sbin`, which a user's `PATH` may lack).
+fn find_tool(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// The outside tool to run; None, with a note saying what is left unchecked, when it is not
+/// installed.
+fn tool(tool: &str, why: &str) -> Option<PathBuf> {
+    let found = find_tool(tool);
+    if found.is_none() {
+        eprintln!("note: {tool} is not installed: {why} not checked (apt-get install {})", apt_package(tool));
+    }
+    found
+}
+
+fn apt_package(tool: &str) -> &'static str {
+    match tool {
+        "groff" => "groff-base",
+        "man" => "man-db",
+        "systemd-analyze" => "systemd",
+        "logrotate" => "logrotate",
+        "dpkg-deb" => "dpkg",
+        "zsh" => "zsh",
+        _ => "bash",
+    }
+}
+
+/// Runs a command to completion with a time limit, killing it past the limit.
+fn run(cmd: &mut Command, limit: Duration) -> Output {
+    let what = format!("{cmd:?}");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap_or_else(|e| panic!("{what}: {e}")),
+        Err(_) => {
+            // The child is not reaped yet (the waiting thread still holds it): its pid is ours.
+            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+            panic!("{what} did not finish within {limit:?}");
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn fail_if_any(what: &str, problems: &[String]) {
+    assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
+}
+
+/// Both ways: names in `code` missing from `doc`, and names in `doc` missing from `code`.
+fn compare(problems: &mut Vec<String>, what: &str, doc: &str, code: &BTreeSet<String>, docs: &BTreeSet<String>) {
+    for n in code.difference(docs) {
+        problems.push(format!("{what} {n} is in the code but not in {doc}"));
+    }
+    for n in docs.difference(code) {
+        problems.push(format!("{what} {n} is in {doc} but not in the code"));
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// Roff
+
+/// The text of a roff line with the escapes these pages use resolved and fonts dropped.
+fn unroff(s: &str) -> String {
+    let mut out = String::new();
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('f') => {
+                // \fB, \fI, \fR, \fP, or a two-letter font: \f(CW
+                let font = it.next();
+                if font == Some('(') {
+                    it.next();
+                    it.next();
+                }
+            }
+            Some('(') => {
+                let name: String = [it.next(), it.next()].iter().flatten().collect();
+                out.push_str(match name.as_str() {
+                    "dq" => "\"",
+                    "lq" | "rq" => "\"",
+                    "bu" => "*",
+                    "em" => "--",
+                    _ => "?",
+                });
+            }
+            Some('-') => out.push('-'),
+            Some('e') | Some('\\') => out.push('\\'),
+            Some(' ') | Some('~') => out.push(' '),
+            Some('&') | Some('c') | Some('/') | Some(',') => {}
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// A page as (section title, tag line) pairs: every line that follows a `.TP`.
+fn roff_tags(page: &str) -> Vec<(String, String)> {
+    let mut section = String::new();
+    let mut out = Vec::new();
+    let mut lines = page.lines();
+    while let Some(line) = lines.next() {
+        if let Some(t) = line.strip_prefix(".SH ") {
+            section = t.trim().trim_matches('"').to_string();
+        } else if line.trim_end() == ".TP" {
+            if let Some(tag) = lines.next() {
+                out.push((section.clone(), tag.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// `.TH NAME SECTION DATE SOURCE MANUAL`: the SOURCE field.
+fn th_source(page: &str) -> String {
+    let th = page.lines().find(|l| l.starts_with(".TH ")).expect("a .TH line");
+    let fields: Vec<&str> = th.split('"').collect();
+    fields.get(1).expect(".TH has a quoted source field").to_string()
+}
+
+// -------------------------------------------------------------------------------------------
+// Configuration keys
+
+/// A key of `config/ferrohttpd.toml`.
+#[derive(Debug)]
+struct TomlKey {
+    /// The default as written, for an uncommented key; None for a commented example.
+    value: Option<String>,
+}
+
+type Tables = BTreeMap<String, BTreeMap<String, TomlKey>>;
+
+fn table_header(s: &str) -> Option<String> {
+    let inner =
+        s.strip_prefix("[[").and_then(|r| r.strip_suffix("]]")).or_else(|| s.strip_prefix('[')?.strip_suffix(']'))?;
+    let ok = !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    ok.then(|| inner.to_string())
+}
+
+fn key_line(s: &str) -> Option<(String, String)> {
+    let (k, v) = s.split_once(" = ")?;
+    let ok = !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    (ok && !v.trim().is_empty() && !v.starts_with(' ')).then(|| (k.to_string(), v.trim().to_string()))
+}
+
+fn config_keys() -> Tables {
+    let mut tables = Tables::new();
+    let mut current: Option<String> = None;
+    for line in read("config/ferrohttpd.toml").lines() {
+        let line = line.trim_end();
+        let (commented, body) = match line.strip_prefix('#') {
+            Some(rest) => (true, rest.strip_prefix(' ').unwrap_or(rest)),
+            None => (false, line.trim_start()),
+        };
+        if let Some(t) = table_header(body) {
+            tables.entry(t.clone()).or_default();
+            current = Some(t);
+        } else if let Some((k, v)) = key_line(body) {
+            let t = current.clone().unwrap_or_else(|| panic!("config/ferrohttpd.toml: key {k} before any table"));
+            tables.entry(t).or_default().insert(k, TomlKey { value: (!commented).then_some(v) });
+        }
+    }
+    tables
+}
+
+/// A key tag of `ferrohttpd.toml.5`.
+#[derive(Debug)]
+struct ManKey {
+    /// The default shown, or None for an italic placeholder.
+    value: Option<String>,
+    /// The key itself is an italic placeholder: the table is a map.
+    placeholder_key: bool,
+}
+
+fn man5_keys() -> BTreeMap<String, BTreeMap<String, ManKey>> {
+    let page = read("packaging/man/ferrohttpd.toml.5");
+    let mut tables: BTreeMap<String, BTreeMap<String, ManKey>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut lines = page.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with(".SH") {
+            current = None;
+        } else if let Some(t) = line.strip_prefix(".SS ") {
+            current = table_header(t.trim().trim_matches('"'));
+            if let Some(t) = &current {
+                tables.entry(t.clone()).or_default();
+            }
+        } else if line.trim_end() == ".TP" {
+            let (Some(t), Some(tag)) = (&current, lines.next()) else { continue };
+            let (raw_key, raw_value) = tag
+                .split_once(" = ")
+                .unwrap_or_else(|| panic!("ferrohttpd.toml.5: tag {tag:?} in [{t}] is not `key = default`"));
+            let placeholder_key = raw_key.starts_with("\\fI");
+            let value = (!raw_value.trim_start().starts_with("\\fI")).then(|| unroff(raw_value).trim().to_string());
+            tables
+                .entry(t.clone())
+                .or_default()
+                .insert(unroff(raw_key).trim().to_string(), ManKey { value, placeholder_key });
+        }
+    }
+    tables
+}
+
+/// The `| section | keys |` table of the README.
+fn readme_keys() -> BTreeMap<String, BTreeSet<String>> {
+    let readme = read("README.md");
+    let mut out = BTreeMap::new();
+    let mut lines = readme.lines().skip_while(|l| !l.replace(' ', "").starts_with("|section|keys|")).skip(2);
+    for row in lines.by_ref().take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').collect();
+        let section =
+            table_header(cells[1].trim().trim_matches('`')).unwrap_or_else(|| panic!("README key table row {row:?}"));
+        let keys = code_spans(cells[2])
+            .into_iter()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
+            .collect();
+        out.insert(section, keys);
+    }
+    assert!(!out.is_empty(), "README.md has no `| section | keys |` table");
+    out
+}
+
+fn code_spans(s: &str) -> Vec<String> {
+    s.split('`').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+fn normalize_value(v: &str) -> String {
+    v.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn config_keys_match_the_man_page_and_the_readme() {
+    let toml = config_keys();
+    let man = man5_keys();
+    let readme = readme_keys();
+    assert!(toml.len() >= 10 && toml.values().map(BTreeMap::len).sum::<usize>() >= 50, "parsed too little: {toml:?}");
+    let mut problems = Vec::new();
+
+    let code_tables: BTreeSet<String> = toml.keys().cloned().collect();
+    compare(&mut problems, "table", "ferrohttpd.toml(5)", &code_tables, &man.keys().cloned().collect());
+    compare(&mut problems, "table", "the README's key table", &code_tables, &readme.keys().cloned().collect());
+
+    for (table, keys) in &toml {
+        let Some(man_keys) = man.get(table) else { continue };
+        let is_map = man_keys.values().any(|k| k.placeholder_key);
+        if is_map {
+            if man_keys.len() != 1 {
+                problems
+                    .push(format!("ferrohttpd.toml(5): map table [{table}] must have exactly one (placeholder) key"));
+            }
+            if readme.get(table).is_some_and(|k| !k.is_empty()) {
+                problems.push(format!("README: map table [{table}] lists key names {:?}", readme[table]));
+            }
+            continue;
+        }
+        let code: BTreeSet<String> = keys.keys().map(|k| format!("{table}.{k}")).collect();
+        let docs: BTreeSet<String> = man_keys.keys().map(|k| format!("{table}.{k}")).collect();
+        compare(&mut problems, "key", "ferrohttpd.toml(5)", &code, &docs);
+        if let Some(r) = readme.get(table) {
+            compare(
+                &mut problems,
+                "key",
+                "the README's key table",
+                &code,
+                &r.iter().map(|k| format!("{table}.{k}")).collect(),
+            );
+        }
+        for (key, k) in keys {
+            let Some(m) = man_keys.get(key) else { continue };
+            let name = format!("{table}.{key}");
+            match (&k.value, &m.value) {
+                (Some(file), Some(doc)) if normalize_value(file) != normalize_value(doc) => problems
+                    .push(format!("{name}: default {file} in config/ferrohttpd.toml but {doc} in ferrohttpd.toml(5)")),
+                (None, Some(doc)) => problems.push(format!(
+                    "{name}: ferrohttpd.toml(5) gives the default {doc}, but config/ferrohttpd.toml leaves it unset"
+                )),
+                (Some(file), None) if !PLACEHOLDER_DEFAULTS.contains(&name.as_str()) => problems
+                    .push(format!("{name}: ferrohttpd.toml(5) shows a placeholder instead of its default {file}")),
+                _ => {}
+            }
+        }
+    }
+    fail_if_any("configuration keys out of step", &problems);
+}
+
+/// The TOML examples of ferrohttpd.toml(5) are valid configurations.
+#[test]
+fn man_page_config_examples_are_valid() {
+    let page = read("packaging/man/ferrohttpd.toml.5");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut checked = 0;
+    let mut block: Option<Vec<String>> = None;
+    for line in page.lines() {
+        match (line.trim_end(), &mut block) {
+            (".EX", _) => block = Some(Vec::new()),
+            (".EE", Some(b)) => {
+                let toml = b.join("\n");
+                block = None;
+                if !toml.starts_with('[') {
+                    continue;
+                }
+                let mut toml = toml;
+                for (from, to) in [
+                    ("/var/www/ferrohttpd", "www"),
+                    ("/srv/example.org", "org"),
+                    ("/srv/example.net", "net"),
+                    ("/var/log/ferrohttpd", "log"),
+                ] {
+                    fs::create_dir_all(d.join(to)).unwrap();
+                    toml = toml.replace(from, d.join(to).to_str().unwrap());
+                }
+                let file = d.join(format!("example{checked}.toml"));
+                fs::write(&file, &toml).unwrap();
+                let out =
+                    run(Command::new(BIN).arg("--config").arg(&file).arg("--check-config"), Duration::from_secs(10));
+                assert!(out.status.success(), "example of ferrohttpd.toml(5) rejected:\n{toml}\n{}", text(&out.stderr));
+                checked += 1;
+            }
+            (l, Some(b)) => b.push(unroff(l)),
+            _ => {}
+        }
+    }
+    assert!(checked >= 2, "expected TOML examples in ferrohttpd.toml(5), found {checked}");
+}
+
+// -------------------------------------------------------------------------------------------
+// Flags
+
+struct Cli {
+    flags: BTreeSet<String>,
+    subcommands: BTreeSet<String>,
+}
+
+fn flag_word(w: &str) -> Option<String> {
+    let w = w.trim_matches(|c| "[]|,()'\"".contains(c));
+    let w = w.split('=').next().unwrap_or(w);
+    let name = w.strip_prefix("--").or_else(|| w.strip_prefix('-'))?;
+    let ok = name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    ok.then(|| w.to_string())
+}
+
+fn help_text(program: &Path) -> String {
+    let out = run(Command::new(program).arg("--help"), Duration::from_secs(10));
+    assert!(out.status.success(), "{} --help: {out:?}", program.display());
+    text(&out.stdout)
+}
+
+/// The flags and subcommands of `ferrohttpd --help` and `thttpd --help`.
+fn cli_from_help() -> Cli {
+    let dir = tempfile::tempdir().unwrap();
+    let thttpd = dir.path().join("thttpd");
+    std::os::unix::fs::symlink(BIN, &thttpd).unwrap();
+    let mut flags = BTreeSet::new();
+    let mut subcommands = BTreeSet::new();
+    for help in [help_text(Path::new(BIN)), help_text(&thttpd)] {
+        for line in help.lines() {
+            flags.extend(line.split_whitespace().filter_map(flag_word));
+            let mut words = line.split_whitespace().skip_while(|w| *w == "usage:");
+            if words.next() == Some("ferrohttpd") {
+                if let Some(w) = words.next().filter(|w| w.bytes().all(|b| b.is_ascii_lowercase())) {
+                    subcommands.insert(w.to_string());
+                }
+            }
+        }
+    }
+    for must in ["--config", "--check-config", "--help", "--version", "-V", "-p", "-d", "-D"] {
+        assert!(flags.contains(must), "parsed {flags:?} from --help: {must} missing");
+    }
+    assert!(subcommands.contains("compress"), "parsed subcommands {subcommands:?} from --help");
+    Cli { flags, subcommands }
+}
+
+fn man8_cli() -> Cli {
+    let page = read("packaging/man/ferrohttpd.8");
+    let mut flags = BTreeSet::new();
+    let mut subcommands = BTreeSet::new();
+    for (section, tag) in roff_tags(&page) {
+        if !(section.contains("OPTIONS") || section.contains("COMMANDS")) {
+            continue;
+        }
+        let tag = unroff(&tag);
+        let mut words = tag.split_whitespace().peekable();
+        if section.contains("COMMANDS") {
+            if let Some(w) = words.next_if(|w| !w.starts_with('-')) {
+                subcommands.insert(w.to_string());
+            }
+        }
+        flags.extend(words.filter(|w| w.trim_start_matches('[').starts_with('-')).filter_map(flag_word));
+    }
+    Cli { flags, subcommands }
+}
+
+/// The `| flag | meaning |` table of the README.
+fn readme_cli() -> Cli {
+    let readme = read("README.md");
+    let mut flags = BTreeSet::new();
+    let mut subcommands = BTreeSet::new();
+    let rows = readme.lines().skip_while(|l| !l.replace(' ', "").starts_with("|flag|meaning|")).skip(2);
+    for row in rows.take_while(|l| l.starts_with('|')) {
+        let first = row.split('|').nth(1).unwrap_or_default();
+        for span in code_spans(first) {
+            let mut words = span.split_whitespace().peekable();
+            if let Some(w) = words.next_if(|w| w.bytes().all(|b| b.is_ascii_lowercase())) {
+                subcommands.insert(w.to_string());
+            }
+            flags.extend(words.filter(|w| w.trim_start_matches('[').starts_with('-')).filter_map(flag_word));
+        }
+    }
+    assert!(!flags.is_empty(), "README.md has no `| flag | meaning |` table");
+    Cli { flags, subcommands }
+}
+
+#[test]
+fn flags_match_the_man_page_the_readme_and_the_completions() {
+    let code = cli_from_help();
+    let mut problems = Vec::new();
+    for (doc, cli) in [("ferrohttpd(8)", man8_cli()), ("the README's flag table", readme_cli())] {
+        compare(&mut problems, "flag", doc, &code.flags, &cli.flags);
+        compare(&mut problems, "subcommand", doc, &code.subcommands, &cli.subcommands);
+    }
+    for file in ["packaging/completions/ferrohttpd.bash", "packaging/completions/_ferrohttpd"] {
+        let src = read(file);
+        let words: BTreeSet<&str> = src
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for name in code.flags.iter().chain(&code.subcommands) {
+            if !words.contains(name.as_str()) {
+                problems.push(format!("{name} is in --help but not offered by {file}"));
+            }
+        }
+    }
+    fail_if_any("command line out of step", &problems);
+}
+
+#[test]
+fn man_pages_carry_the_crate_version() {
+    for page in ["packaging/man/ferrohttpd.8", "packaging/man/ferrohttpd.toml.5"] {
+        assert_eq!(th_source(&read(page)), format!("ferrohttpd {VERSION}"), "{page}: .TH source field");
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// Rendering
+
+#[test]
+fn man_pages_render_without_warnings() {
+    let pages = ["packaging/man/ferrohttpd.8", "packaging/man/ferrohttpd.toml.5"];
+    if let Some(groff) = tool("groff", "rendering with groff -ww") {
+        for page in pages {
+            let out = run(
+                Command::new(&groff).args(["-man", "-Tutf8", "-ww", "-z"]).arg(path(page)),
+                Duration::from_secs(20),
+            );
+            assert!(out.status.success() && out.stderr.is_empty(), "groff -ww {page}:\n{}", text(&out.stderr));
+        }
+    }
+    if let Some(man) = tool("man", "rendering with man -l") {
+        for page in pages {
+            let out = run(
+                Command::new(&man)
+                    .args(["--warnings=w", "-l"])
+                    .arg(path(page))
+                    .env("MANWIDTH", "80")
+                    .env("MAN_DISABLE_SECCOMP", "1")
+                    .env("PAGER", "cat")
+                    .env("MANPAGER", "cat"),
+                Duration::from_secs(20),
+            );
+            let rendered = text(&out.stdout);
+            assert!(out.status.success() && out.stderr.is_empty(), "man -l {page}:\n{}", text(&out.stderr));
+            assert!(
+                rendered.contains("NAME") && rendered.contains("ferrohttpd") && rendered.lines().count() > 50,
+                "man -l {page}:\n{rendered}"
+            );
+            assert!(
+                !rendered.contains("\\f") && !rendered.contains("\\-"),
+                "unresolved escapes in {page}:\n{rendered}"
+            );
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// Completions
+
+#[test]
+fn bash_completion_completes() {
+    let Some(bash) = tool("bash", "the bash completion") else { return };
+    let script = format!(
+        r#"source '{}' || exit 1
+t() {{ COMP_WORDS=("$@"); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); _ferrohttpd; echo "${{COMPREPLY[*]}}"; }}
+t ferrohttpd --conf
+t ferrohttpd comp
+t ferrohttpd -no
+t ferrohttpd compress site --enc
+t ferrohttpd compress site --encodings gz
+t /usr/lib/ferrohttpd/thttpd comp
+"#,
+        path("packaging/completions/ferrohttpd.bash").display()
+    );
+    let out = run(Command::new(bash).arg("--norc").arg("-c").arg(script), Duration::from_secs(10));
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let got: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    let want = ["--config", "compress", "-nor -nos -nov -nog", "--encodings", "gzip", ""];
+    assert_eq!(got, want, "bash completions");
+}
+
+#[test]
+fn zsh_completion_parses() {
+    let Some(zsh) = tool("zsh", "the zsh completion's syntax") else { return };
+    let out = run(Command::new(zsh).arg("-n").arg(path("packaging/completions/_ferrohttpd")), Duration::from_secs(10));
+    assert!(out.status.success() && out.stderr.is_empty(), "zsh -n: {}", text(&out.stderr));
+    assert!(read("packaging/completions/_ferrohttpd").starts_with("#compdef ferrohttpd thttpd\n"));
+}
+
+// -------------------------------------------------------------------------------------------
+// systemd
+
+fn unit(name: &str) -> String {
+    read(&format!("packaging/systemd/{name}"))
+}
+
+fn directives(unit: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in unit.lines().map(str::trim).filter(|l| !l.starts_with('#') && !l.starts_with('[')) {
+        if let Some((k, v)) = line.split_once('=') {
+            out.entry(k.to_string()).or_default().push(v.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn systemd_units_are_hardened_and_consistent() {
+    for name in ["ferrohttpd.service", "ferrohttpd@.service"] {
+        let d = directives(&unit(name));
+        let one = |k: &str| d.get(k).and_then(|v| v.last()).cloned().unwrap_or_default();
+        let config = if name.contains('@') { "/etc/ferrohttpd/%i.toml" } else { "/etc/ferrohttpd/ferrohttpd.toml" };
+        assert_eq!(one("ExecStart"), format!("/usr/sbin/ferrohttpd --config {config}"), "{name}");
+        assert_eq!(one("Type"), "simple", "{name}: the server does not implement sd_notify");
+        assert!(one("ExecReload").contains("-HUP $MAINPID"), "{name}: reload sends HUP");
+        for (k, v) in [
+            ("ProtectSystem", "strict"),
+            ("NoNewPrivileges", "yes"),
+            ("CapabilityBoundingSet", "CAP_NET_BIND_SERVICE"),
+            ("AmbientCapabilities", "CAP_NET_BIND_SERVICE"),
+            ("PrivateTmp", "yes"),
+            ("ProtectHome", "yes"),
+            ("User", "ferrohttpd"),
+            ("LogsDirectory", "ferrohttpd"),
+            ("Restart", "on-failure"),
+        ] {
+            assert_eq!(one(k), v, "{name}: {k}");
+        }
+    }
+    assert_eq!(directives(&unit("ferrohttpd.service"))["ReadOnlyPaths"], ["-/var/www/ferrohttpd"]);
+    let socket = directives(&unit("ferrohttpd.socket"));
+    assert_eq!(socket["ListenStream"], ["80"]);
+    // The server takes its sockets from LISTEN_FDS: the socket must not spawn per connection.
+    assert!(!socket.contains_key("Accept") || socket["Accept"] == ["no"]);
+}
+
+#[test]
+fn systemd_units_pass_systemd_analyze_verify() {
+    let Some(analyze) = tool("systemd-analyze", "systemd-analyze verify of the units") else { return };
+    // verify checks that ExecStart's program exists: point the units at the binary under test.
+    let dir = tempfile::tempdir().unwrap();
+    let units = dir.path().join("units");
+    fs::create_dir(&units).unwrap();
+    for name in ["ferrohttpd.service", "ferrohttpd.socket", "ferrohttpd@.service"] {
+        fs::write(units.join(name), unit(name).replace("/usr/sbin/ferrohttpd", BIN)).unwrap();
+    }
+    fs::copy(units.join("ferrohttpd@.service"), units.join("ferrohttpd@example.service")).unwrap();
+    // Documentation=man:... is checked against the pages in the tree when man is installed.
+    let man_ok = find_tool("man").is_some();
+    let manpath = dir.path().join("man");
+    for (sect, page) in [("man8", "ferrohttpd.8"), ("man5", "ferrohttpd.toml.5")] {
+        fs::create_dir_all(manpath.join(sect)).unwrap();
+        fs::copy(path(&format!("packaging/man/{page}")), manpath.join(sect).join(page)).unwrap();
+    }
+    let mut cmd = Command::new(analyze);
+    cmd.arg("verify").arg(format!("--man={}", if man_ok { "yes" } else { "no" })).env("MANPATH", &manpath);
+    for name in ["ferrohttpd.service", "ferrohttpd.socket", "ferrohttpd@.service", "ferrohttpd@example.service"] {
+        cmd.arg(units.join(name));
+    }
+    let out = run(&mut cmd, Duration::from_secs(30));
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "systemd-analyze verify:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+// -------------------------------------------------------------------------------------------
+// logrotate: rotation, then USR1, and the server writes to the new file.
+
+/// A server on 127.0.0.1:0, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(config: &Path) -> Server {
+        let mut child = Command::new(BIN)
+            .arg("--config")
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("listening on http://127.0.0.1:") {
+                    let _ = tx.send(rest.trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u16>().ok());
+                }
+            }
+        });
+        let port = rx.recv_timeout(Duration::from_secs(10)).ok().flatten();
+        let mut server = Server { child, port: 0 };
+        server.port = port.expect("the server printed no `listening on` line");
+        server
+    }
+
+    fn get(&self, path: &str) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).unwrap();
+        text(&resp)
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().unwrap();
+        assert!(ok.success());
+    }
+
+    /// TERM, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        let t = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "the server did not stop on TERM");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < Duration::from_secs(5), "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn lines_in(p: &Path) -> usize {
+    fs::read_to_string(p).map(|s| s.lines().count()).unwrap_or(0)
+}
+
+#[test]
+fn logrotate_rotates_and_the_server_reopens_its_log() {
+    let Some(logrotate) = tool("logrotate", "the logrotate file") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (www, logs) = (d.join("www"), d.join("logs"));
+    fs::create_dir_all(&www).unwrap();
+    fs::create_dir_all(&logs).unwrap();
+    fs::write(www.join("index.html"), "hello\n").unwrap();
+    let pid_file = d.join("ferrohttpd.pid");
+    let config = d.join("ferrohttpd.toml");
+    fs::write(
+        &config,
+        format!(
+            r#"[server]
+listen = ["127.0.0.1:0"]
+root = "www"
+pid_file = "{}"
+[log]
+access = "logs/access.log"
+error = "logs/error.log"
+"#,
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&config);
+    let access = logs.join("access.log");
+    assert!(server.get("/").starts_with("HTTP/1.1 200"));
+    wait_for("the first access-log line", || lines_in(&access) == 1);
+
+    // The packaged file, pointed at this directory and at this user; the systemd branch is
+    // made to fail so that the pid-file branch runs on any machine.
+    let id = |flag: &str| text(&run(Command::new("id").arg(flag), Duration::from_secs(5)).stdout).trim().to_string();
+    let conf = read("packaging/logrotate/ferrohttpd")
+        .replace("/var/log/ferrohttpd", logs.to_str().unwrap())
+        .replace("/run/ferrohttpd.pid", pid_file.to_str().unwrap())
+        .replace("/run/systemd/system", d.join("no-systemd").to_str().unwrap())
+        .replace("create 0640 ferrohttpd ferrohttpd", &format!("create 0640 {} {}", id("-un"), id("-gn")));
+    assert!(conf.contains(logs.to_str().unwrap()) && conf.contains(pid_file.to_str().unwrap()), "{conf}");
+    let conf_file = d.join("logrotate.conf");
+    fs::write(&conf_file, conf).unwrap();
+    let out =
+        run(Command::new(logrotate).arg("-f").arg("-s").arg(d.join("state")).arg(&conf_file), Duration::from_secs(20));
+    assert!(out.status.success(), "logrotate: {}", text(&out.stderr));
+
+    let rotated: Vec<PathBuf> = fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("access.log-"))
+        .collect();
+    assert_eq!(
+        rotated.len(),
+        1,
+        "one rotated access log expected in {:?}",
+        fs::read_dir(&logs).unwrap().collect::<Vec<_>>()
+    );
+    assert_eq!(lines_in(&rotated[0]), 1);
+    assert!(server.get("/").starts_with("HTTP/1.1 200"));
+    wait_for("the access-log line in the new file (USR1 reopened it)", || lines_in(&access) == 1);
+    assert_eq!(lines_in(&rotated[0]), 1, "the rotated file got the new line: USR1 did not reopen the log");
+    assert!(server.stop().success());
+}
+
+// -------------------------------------------------------------------------------------------
+// The Debian package
+
+fn build_deb(out: &Path) -> PathBuf {
+    let o = run(
+        Command::new("bash")
+            .arg(path("packaging/deb/build"))
+            .arg(BIN)
+            .arg(out)
+            .env("DEB_COMPRESSION", "none")
+            .env("SOURCE_DATE_EPOCH", "1700000000"),
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "packaging/deb/build: {}", text(&o.stderr));
+    let deb = PathBuf::from(text(&o.stdout).trim());
+    assert!(deb.is_file(), "packaging/deb/build printed {deb:?}");
+    deb
+}
+
+fn dpkg_deb(args: &[&str], deb: &Path) -> String {
+    let o = run(Command::new("dpkg-deb").args(args).arg(deb), Duration::from_secs(30));
+    assert!(o.status.success(), "dpkg-deb {args:?}: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+fn gunzip(p: &Path) -> String {
+    let mut s = String::new();
+    flate2::read::GzDecoder::new(fs::File::open(p).unwrap()).read_to_string(&mut s).unwrap();
+    s
+}
+
+#[test]
+fn debian_package_builds_reproducibly_with_the_expected_files() {
+    if tool("dpkg-deb", "the Debian package").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let deb = build_deb(&d.join("out1"));
+    let arch = text(&run(Command::new("dpkg").arg("--print-architecture"), Duration::from_secs(5)).stdout);
+    assert_eq!(deb.file_name().unwrap().to_str().unwrap(), format!("ferrohttpd_{VERSION}_{}.deb", arch.trim()));
+    let again = build_deb(&d.join("out2"));
+    assert!(fs::read(&deb).unwrap() == fs::read(&again).unwrap(), "two builds of the same inputs differ");
+
+    // The file list.
+    let listing = dpkg_deb(&["-c"], &deb);
+    let mut files = BTreeMap::new();
+    for line in listing.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert!(f.len() >= 6, "dpkg-deb -c line {line:?}");
+        assert_eq!(f[1], "root/root", "{line}");
+        let name = f[5].trim_start_matches('.').to_string();
+        if !f[0].starts_with('d') {
+            files.insert(name, (f[0].to_string(), f[6..].join(" ")));
+        }
+    }
+    let mut expected: BTreeSet<String> = [
+        "/usr/sbin/ferrohttpd",
+        "/usr/lib/ferrohttpd/thttpd",
+        "/usr/share/man/man8/ferrohttpd.8.gz",
+        "/usr/share/man/man5/ferrohttpd.toml.5.gz",
+        "/etc/ferrohttpd/ferrohttpd.toml",
+        "/lib/systemd/system/ferrohttpd.service",
+        "/lib/systemd/system/ferrohttpd.socket",
+        "/lib/systemd/system/ferrohttpd@.service",
+        "/etc/logrotate.d/ferrohttpd",
+        "/usr/share/bash-completion/completions/ferrohttpd",
+        "/usr/share/zsh/vendor-completions/_ferrohttpd",
+        "/usr/share/doc/ferrohttpd/README.md",
+        "/usr/share/doc/ferrohttpd/copyright",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    for e in fs::read_dir(path("www")).unwrap() {
+        expected.insert(format!("/var/www/ferrohttpd/{}", e.unwrap().file_name().to_str().unwrap()));
+    }
+    let got: BTreeSet<String> = files.keys().cloned().collect();
+    assert_eq!(got, expected, "dpkg-deb -c:\n{listing}");
+    assert_eq!(files["/usr/sbin/ferrohttpd"].0, "-rwxr-xr-x");
+    assert_eq!(files["/usr/lib/ferrohttpd/thttpd"], ("lrwxrwxrwx".to_string(), "-> ../../sbin/ferrohttpd".to_string()));
+
+    // Control fields and maintainer scripts.
+    let field = |name: &str| {
+        dpkg_deb(&["-f"], &deb).lines().find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+    };
+    assert_eq!(field("Package").as_deref(), Some("ferrohttpd"));
+    assert_eq!(field("Version").as_deref(), Some(VERSION));
+    assert!(field("Depends").is_some_and(|d| d.starts_with("libc6")), "{:?}", field("Depends"));
+    let control = d.join("control");
+    run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&control), Duration::from_secs(10));
+    assert_eq!(
+        fs::read_to_string(control.join("conffiles")).unwrap(),
+        "/etc/ferrohttpd/ferrohttpd.toml\n/etc/logrotate.d/ferrohttpd\n"
+    );
+    let postinst = fs::read_to_string(control.join("postinst")).unwrap();
+    assert!(
+        postinst.contains("adduser --system")
+            && postinst.contains("useradd --system")
+            && postinst.contains("/var/log/ferrohttpd")
+    );
+    for script in ["postinst", "prerm", "postrm"] {
+        let o = run(Command::new("sh").arg("-n").arg(control.join(script)), Duration::from_secs(5));
+        assert!(o.status.success(), "sh -n {script}: {}", text(&o.stderr));
+    }
+
+    // The contents.
+    let x = d.join("x");
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&x), Duration::from_secs(30));
+    assert_eq!(gunzip(&x.join("usr/share/man/man8/ferrohttpd.8.gz")), read("packaging/man/ferrohttpd.8"));
+    assert_eq!(gunzip(&x.join("usr/share/man/man5/ferrohttpd.toml.5.gz")), read("packaging/man/ferrohttpd.toml.5"));
+    for name in ["ferrohttpd.service", "ferrohttpd.socket", "ferrohttpd@.service"] {
+        assert_eq!(fs::read_to_string(x.join("lib/systemd/system").join(name)).unwrap(), unit(name));
+    }
+    for e in fs::read_dir(path("www")).unwrap() {
+        let e = e.unwrap();
+        assert!(fs::read(e.path()).unwrap() == fs::read(x.join("var/www/ferrohttpd").join(e.file_name())).unwrap());
+    }
+    let v = run(Command::new(x.join("usr/lib/ferrohttpd/thttpd")).arg("-V"), Duration::from_secs(10));
+    assert!(text(&v.stdout).starts_with("thttpd/2.29 (ferrohttpd "), "the thttpd link runs thttpd mode: {v:?}");
+
+    // The conffile: the shipped configuration with exactly the packaged paths changed...
+    let conf = fs::read_to_string(x.join("etc/ferrohttpd/ferrohttpd.toml")).unwrap();
+    let body: String = conf.lines().skip_while(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+    let shipped: String =
+        read("config/ferrohttpd.toml").lines().skip_while(|l| l.starts_with('#')).map(|l| format!("{l}\n")).collect();
+    let packaged = [
+        ("listen = [\"0.0.0.0:8080\"]", "listen = [\"0.0.0.0:80\", \"[::]:80\"]"),
+        ("root = \"../www\"", "root = \"/var/www/ferrohttpd\""),
+        ("access = \"-\"", "access = \"/var/log/ferrohttpd/access.log\""),
+        ("error = \"-\"", "error = \"/var/log/ferrohttpd/error.log\""),
+    ];
+    let mut undone = body.clone();
+    for (orig, new) in packaged {
+        assert_eq!(body.matches(&format!("\n{new}\n")).count(), 1, "{new} in the conffile");
+        undone = undone.replace(&format!("\n{new}\n"), &format!("\n{orig}\n"));
+    }
+    assert_eq!(undone, shipped, "the conffile differs from config/ferrohttpd.toml beyond the packaged paths");
+    // `packaging/deb/build --conffile` (for cargo-deb users) prints the same file.
+    let printed = run(Command::new("bash").arg(path("packaging/deb/build")).arg("--conffile"), Duration::from_secs(10));
+    assert!(printed.status.success() && text(&printed.stdout) == conf, "--conffile: {}", text(&printed.stderr));
+    // ... which the server accepts, once its paths point into the extracted tree.
+    let logs = d.join("log");
+    fs::create_dir(&logs).unwrap();
+    let local = conf
+        .replace("/var/www/ferrohttpd", x.join("var/www/ferrohttpd").to_str().unwrap())
+        .replace("/var/log/ferrohttpd", logs.to_str().unwrap());
+    fs::write(d.join("local.toml"), local).unwrap();
+    let o = run(
+        Command::new(x.join("usr/sbin/ferrohttpd")).arg("--config").arg(d.join("local.toml")).arg("--check-config"),
+        Duration::from_secs(10),
+    );
+    assert!(o.status.success(), "the packaged configuration: {}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("listen 0.0.0.0:80 [::]:80"), "{}", text(&o.stdout));
+}
+
+/// The README's error example is what the server prints.
+#[test]
+fn readme_config_error_example_is_accurate() {
+    let readme = read("README.md");
+    let example = readme
+        .lines()
+        .skip_while(|l| *l != "$ ferrohttpd --config bad.toml")
+        .nth(1)
+        .expect("README: the `$ ferrohttpd --config bad.toml` example")
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("bad.toml"), "[server]\n[http]\nkeepalive_requests = 0\n").unwrap();
+    let o = run(Command::new(BIN).args(["--config", "bad.toml"]).current_dir(dir.path()), Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(text(&o.stderr).trim_end(), example);
+}
+
+#[test]
+fn packaging_scripts_are_valid_shell() {
+    for (shell, file) in [
+        ("bash", "packaging/deb/build"),
+        ("sh", "packaging/deb/postinst"),
+        ("sh", "packaging/deb/prerm"),
+        ("sh", "packaging/deb/postrm"),
+        ("bash", "packaging/completions/ferrohttpd.bash"),
+        ("bash", ".ci/readme-check"),
+    ] {
+        let o = run(Command::new(shell).arg("-n").arg(path(file)), Duration::from_secs(5));
+        assert!(o.status.success(), "{shell} -n {file}: {}", text(&o.stderr));
+    }
+}
