@@ -546,10 +546,7 @@ fn representation_headers(
     encoding: Option<Encoding>,
     vary: bool,
 ) {
-    h.field("ETag", rep.etag.as_bytes());
-    if let Some(lm) = &rep.last_modified {
-        h.field("Last-Modified", lm.as_bytes());
-    }
+    h.rendered(&rep.validator_fields);
     if let Some(e) = encoding {
         h.field("Content-Encoding", e.token().as_bytes());
     }

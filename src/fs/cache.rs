@@ -62,6 +62,9 @@ pub struct FileEntry {
     pub last_modified: Option<Box<str>>,
     /// Permission bits (thttpd mode serves only world-readable files).
     pub mode: u32,
+    /// The constant part of every response head for this file, rendered once: the
+    /// `ETag` and `Last-Modified` fields with their CRLFs.
+    pub validator_fields: Box<[u8]>,
     pub body: Body,
 }
 
@@ -300,6 +303,12 @@ impl FileCache {
             last_modified_secs.map(|s| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(s)).into_boxed_str());
         let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + meta.mtime_nsec() as i128;
         let etag = format!("\"{:x}-{:x}-{:x}\"", meta.ino(), size, mtime_ns.max(0));
+        let mut validator_fields = format!("ETag: {etag}\r\n");
+        if let Some(lm) = &last_modified {
+            validator_fields.push_str("Last-Modified: ");
+            validator_fields.push_str(lm);
+            validator_fields.push_str("\r\n");
+        }
         Ok(FileEntry {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -312,6 +321,7 @@ impl FileCache {
             last_modified_secs,
             last_modified,
             mode: meta.mode(),
+            validator_fields: validator_fields.into_bytes().into_boxed_slice(),
             body,
         })
     }

@@ -35,6 +35,13 @@ impl<'a> Head<'a> {
         self
     }
 
+    /// Adds fields rendered beforehand (each ending in CRLF).
+    pub fn rendered(&mut self, fields: &[u8]) -> &mut Self {
+        debug_assert!(fields.is_empty() || fields.ends_with(b"\r\n"));
+        self.buf.extend_from_slice(fields);
+        self
+    }
+
     /// Adds a field with a numeric value.
     pub fn number(&mut self, name: &str, value: u64) -> &mut Self {
         let mut n = itoa::Buffer::new();
