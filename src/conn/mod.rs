@@ -161,6 +161,8 @@ pub struct Conn {
     pub deadline: Instant,
     /// On the server's ready list already.
     pub queued: bool,
+    /// In the poller's set (a connection answered at once after accept never joins it).
+    pub registered: bool,
     log: Pending,
     body_sent: u64,
     lingered: usize,
@@ -200,6 +202,7 @@ impl Conn {
             served: 0,
             deadline: cx.clock.now + cx.cfg.header_timeout,
             queued: false,
+            registered: false,
             log: Pending::default(),
             body_sent: 0,
             lingered: 0,
