@@ -79,6 +79,15 @@ struct Reporter {
 }
 
 impl Reporter {
+    /// Becomes a daemon (thttpd without -D); from then on, fatal errors also go to syslog.
+    fn daemonize(&mut self, cfg: &Config) -> Result<(), ExitCode> {
+        privs::daemonize(cfg.access_log == LogTarget::Std).map_err(|e| self.fail(e))?;
+        let mut s = Syslog::new(self.name);
+        let _ = s.connect();
+        self.syslog = Some(s);
+        Ok(())
+    }
+
     fn fail(&mut self, e: impl std::fmt::Display) -> ExitCode {
         let msg = e.to_string();
         eprintln!("{}: {msg}", self.name);
@@ -370,12 +379,9 @@ fn run(launch: Launch) -> ExitCode {
     }
 
     if cfg.thttpd.daemonize {
-        if let Err(e) = privs::daemonize(cfg.access_log == LogTarget::Std) {
-            return r.fail(e);
+        if let Err(e) = r.daemonize(&cfg) {
+            return e;
         }
-        let mut s = Syslog::new(r.name);
-        let _ = s.connect();
-        r.syslog = Some(s);
     }
 
     if mode == Mode::Thttpd {
@@ -494,12 +500,9 @@ fn run_workers(
     };
     print_addrs(&root, &addrs);
     if cfg.thttpd.daemonize {
-        if let Err(e) = privs::daemonize(cfg.access_log == LogTarget::Std) {
-            return r.fail(e);
+        if let Err(e) = r.daemonize(&cfg) {
+            return e;
         }
-        let mut s = Syslog::new(r.name);
-        let _ = s.connect();
-        r.syslog = Some(s);
     }
     let pid_file = cfg.pid_file.clone();
     if let Some(p) = &pid_file {
