@@ -14,20 +14,22 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{connect, parse_clf_time, parse_combined, run_program, try_read_response, unix_now, CliOutput, Response};
+use common::{
+    connect, parse_clf_time, parse_combined, parse_listening, run_program, spawn_listening, try_read_response,
+    unix_now, CliOutput, Response, Spawned,
+};
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ferrohttpd");
-const START_TIMEOUT: Duration = Duration::from_secs(10);
 const NOBODY: u32 = 65534;
 
 fn is_root() -> bool {
@@ -150,69 +152,9 @@ struct Thttpd {
     stderr: Arc<Mutex<Vec<u8>>>,
 }
 
-fn parse_listening(line: &str) -> Option<SocketAddr> {
-    line.trim().strip_prefix("listening on http://")?.strip_suffix('/')?.parse().ok()
-}
-
 impl Thttpd {
-    fn launch(mut cmd: Command) -> Thttpd {
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn thttpd");
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<String>();
-        {
-            let out = child.stdout.take().unwrap();
-            let buf = stdout.clone();
-            thread::spawn(move || {
-                let mut r = BufReader::new(out);
-                loop {
-                    let mut line = Vec::new();
-                    match r.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            buf.lock().unwrap().extend_from_slice(&line);
-                            let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
-                        }
-                    }
-                }
-            });
-        }
-        {
-            let mut err = child.stderr.take().unwrap();
-            let buf = stderr.clone();
-            thread::spawn(move || {
-                let mut chunk = [0u8; 4096];
-                loop {
-                    match err.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => buf.lock().unwrap().extend_from_slice(&chunk[..n]),
-                    }
-                }
-            });
-        }
-        let deadline = Instant::now() + START_TIMEOUT;
-        let addr = loop {
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) => {
-                    if let Some(a) = parse_listening(&line) {
-                        break a;
-                    }
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    let status = child.wait();
-                    thread::sleep(Duration::from_millis(100));
-                    panic!(
-                        "server did not print `listening on http://127.0.0.1:PORT/` ({e:?}); exit {status:?}\n\
-                         --- stdout ---\n{}\n--- stderr ---\n{}",
-                        String::from_utf8_lossy(&stdout.lock().unwrap()),
-                        String::from_utf8_lossy(&stderr.lock().unwrap())
-                    );
-                }
-            }
-        };
-        assert!(addr.ip().is_loopback(), "server listens on {addr}, expected 127.0.0.1");
+    fn launch(cmd: Command) -> Thttpd {
+        let Spawned { child, addr, stdout, stderr } = spawn_listening(cmd);
         Thttpd { child, addr, stdout, stderr }
     }
 

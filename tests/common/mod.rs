@@ -414,7 +414,71 @@ pub struct Server {
     dir: TempDir,
 }
 
-fn parse_listening(line: &str) -> Option<SocketAddr> {
+/// A server process started by [`spawn_listening`].
+pub struct Spawned {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stdout: Arc<Mutex<Vec<u8>>>,
+    pub stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+/// Spawns a server command, drains its stdout and stderr in background threads (so the pipes
+/// never fill), and waits for its `listening on http://ADDR/` line.
+pub fn spawn_listening(mut cmd: Command) -> Spawned {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn ferrohttpd");
+    let stdout = Arc::new(Mutex::new(Vec::new()));
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel::<String>();
+    {
+        let out = child.stdout.take().unwrap();
+        let buf = stdout.clone();
+        thread::spawn(move || {
+            let mut r = BufReader::new(out);
+            loop {
+                let mut line = Vec::new();
+                match r.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        buf.lock().unwrap().extend_from_slice(&line);
+                        let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
+                    }
+                }
+            }
+        });
+    }
+    drain_into(child.stderr.take().unwrap(), stderr.clone());
+
+    let deadline = Instant::now() + START_TIMEOUT;
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(a) = parse_listening(&line) {
+                    break a;
+                }
+            }
+            Err(e) => {
+                let timed_out = matches!(e, mpsc::RecvTimeoutError::Timeout);
+                let _ = child.kill();
+                let status = child.wait();
+                thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "server did not print `listening on http://127.0.0.1:PORT/` ({}); \
+                     exit: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                    if timed_out { "timed out" } else { "stdout closed" },
+                    status,
+                    String::from_utf8_lossy(&stdout.lock().unwrap()),
+                    String::from_utf8_lossy(&stderr.lock().unwrap()),
+                );
+            }
+        }
+    };
+    assert!(addr.ip().is_loopback(), "server listens on {addr}, expected 127.0.0.1");
+    Spawned { child, addr, stdout, stderr }
+}
+
+pub fn parse_listening(line: &str) -> Option<SocketAddr> {
     let rest = line.trim().strip_prefix("listening on http://")?;
     rest.strip_suffix('/')?.parse().ok()
 }
@@ -441,57 +505,8 @@ impl Server {
         Builder::new()
     }
 
-    fn launch(mut cmd: Command, dir: TempDir, root: PathBuf) -> Server {
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn ferrohttpd");
-        let stdout = Arc::new(Mutex::new(Vec::new()));
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<String>();
-        {
-            let out = child.stdout.take().unwrap();
-            let buf = stdout.clone();
-            thread::spawn(move || {
-                let mut r = BufReader::new(out);
-                loop {
-                    let mut line = Vec::new();
-                    match r.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            buf.lock().unwrap().extend_from_slice(&line);
-                            let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
-                        }
-                    }
-                }
-            });
-        }
-        drain_into(child.stderr.take().unwrap(), stderr.clone());
-
-        let deadline = Instant::now() + START_TIMEOUT;
-        let addr = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(a) = parse_listening(&line) {
-                        break a;
-                    }
-                }
-                Err(e) => {
-                    let timed_out = matches!(e, mpsc::RecvTimeoutError::Timeout);
-                    let _ = child.kill();
-                    let status = child.wait();
-                    thread::sleep(Duration::from_millis(100));
-                    panic!(
-                        "server did not print `listening on http://127.0.0.1:PORT/` ({}); \
-                         exit: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-                        if timed_out { "timed out" } else { "stdout closed" },
-                        status,
-                        String::from_utf8_lossy(&stdout.lock().unwrap()),
-                        String::from_utf8_lossy(&stderr.lock().unwrap()),
-                    );
-                }
-            }
-        };
-        assert!(addr.ip().is_loopback(), "server listens on {addr}, expected 127.0.0.1");
+    fn launch(cmd: Command, dir: TempDir, root: PathBuf) -> Server {
+        let Spawned { child, addr, stdout, stderr } = spawn_listening(cmd);
         Server { child, addr, stdout, stderr, root, exit_expected: false, dir }
     }
 
