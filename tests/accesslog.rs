@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::json::{parse_json, Json};
+
 use std::fs;
 use std::time::Duration;
 
@@ -167,123 +169,6 @@ fn access_log_off_writes_nothing() {
     assert!(!srv.root().join("off").exists());
 }
 
-// --- a tiny JSON reader, enough to check one log object ------------------------------------
-
-#[derive(Debug, PartialEq)]
-enum Json {
-    Str(String),
-    Num(String),
-    Other,
-}
-
-struct P<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl P<'_> {
-    fn ws(&mut self) {
-        while self.i < self.b.len() && b" \t".contains(&self.b[self.i]) {
-            self.i += 1;
-        }
-    }
-    fn eat(&mut self, c: u8) -> Result<(), String> {
-        self.ws();
-        if self.b.get(self.i) == Some(&c) {
-            self.i += 1;
-            Ok(())
-        } else {
-            Err(format!("expected {:?} at {}", c as char, self.i))
-        }
-    }
-    fn string(&mut self) -> Result<String, String> {
-        self.eat(b'"')?;
-        let mut out = Vec::new();
-        loop {
-            let c = *self.b.get(self.i).ok_or("unterminated string")?;
-            self.i += 1;
-            match c {
-                b'"' => return String::from_utf8(out).map_err(|e| e.to_string()),
-                b'\\' => {
-                    let e = *self.b.get(self.i).ok_or("bad escape")?;
-                    self.i += 1;
-                    match e {
-                        b'"' | b'\\' | b'/' => out.push(e),
-                        b'n' => out.push(b'\n'),
-                        b't' => out.push(b'\t'),
-                        b'r' => out.push(b'\r'),
-                        b'b' => out.push(8),
-                        b'f' => out.push(12),
-                        b'u' => {
-                            let h = std::str::from_utf8(self.b.get(self.i..self.i + 4).ok_or("bad \\u")?)
-                                .map_err(|e| e.to_string())?;
-                            let v = u32::from_str_radix(h, 16).map_err(|e| e.to_string())?;
-                            self.i += 4;
-                            let ch = char::from_u32(v).unwrap_or('\u{fffd}');
-                            out.extend_from_slice(ch.to_string().as_bytes());
-                        }
-                        _ => return Err(format!("bad escape \\{}", e as char)),
-                    }
-                }
-                c if c < 0x20 => return Err("raw control byte in a JSON string".into()),
-                c => out.push(c),
-            }
-        }
-    }
-    fn value(&mut self) -> Result<Json, String> {
-        self.ws();
-        match self.b.get(self.i) {
-            Some(b'"') => Ok(Json::Str(self.string()?)),
-            Some(c) if c.is_ascii_digit() || *c == b'-' => {
-                let s = self.i;
-                while self.i < self.b.len() && b"-+.eE0123456789".contains(&self.b[self.i]) {
-                    self.i += 1;
-                }
-                Ok(Json::Num(String::from_utf8_lossy(&self.b[s..self.i]).into()))
-            }
-            _ => {
-                for lit in [&b"null"[..], b"true", b"false"] {
-                    if self.b[self.i..].starts_with(lit) {
-                        self.i += lit.len();
-                        return Ok(Json::Other);
-                    }
-                }
-                Err(format!("unexpected value at {}", self.i))
-            }
-        }
-    }
-    /// A flat object: `{"k": scalar, ...}`.
-    fn object(&mut self) -> Result<Vec<(String, Json)>, String> {
-        self.eat(b'{')?;
-        let mut out = Vec::new();
-        self.ws();
-        if self.b.get(self.i) == Some(&b'}') {
-            self.i += 1;
-        } else {
-            loop {
-                self.ws();
-                let k = self.string()?;
-                self.eat(b':')?;
-                out.push((k, self.value()?));
-                self.ws();
-                match self.b.get(self.i) {
-                    Some(b',') => self.i += 1,
-                    Some(b'}') => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return Err(format!("expected , or }} at {}", self.i)),
-                }
-            }
-        }
-        self.ws();
-        if self.i != self.b.len() {
-            return Err("trailing bytes after the object".into());
-        }
-        Ok(out)
-    }
-}
-
 #[test]
 fn json_format_gives_one_object_per_line() {
     let srv = Server::start("[log]\nformat = \"json\"");
@@ -296,13 +181,11 @@ fn json_format_gives_one_object_per_line() {
     assert_eq!(r.status, 404, "{r:?}");
     let lines = srv.wait_access_log(2);
     assert_eq!(lines.len(), 2, "{lines:?}");
-    for (line, status) in lines.iter().zip(["200", "404"]) {
+    for (line, status) in lines.iter().zip([200.0, 404.0]) {
         assert!(line.starts_with('{') && line.ends_with('}'), "{line:?}");
-        let obj = P { b: line.as_bytes(), i: 0 }
-            .object()
-            .unwrap_or_else(|e| panic!("not a flat JSON object ({e}): {line:?}"));
+        let obj = flat_object(line);
         assert!(
-            obj.iter().any(|(k, v)| k == "status" && *v == Json::Num(status.into())),
+            obj.iter().any(|(k, v)| k == "status" && *v == Json::Num(status)),
             "expected \"status\":{status} in {line:?}"
         );
         assert!(
@@ -310,10 +193,23 @@ fn json_format_gives_one_object_per_line() {
             "the path is missing from {line:?}"
         );
     }
-    let first = P { b: lines[0].as_bytes(), i: 0 }.object().unwrap();
+    let first = flat_object(&lines[0]);
     assert!(
         first.iter().any(|(_, v)| *v == Json::Str("a\"b\\c".into())),
         "the user agent a\"b\\c is not logged intact: {:?}",
         lines[0]
     );
+}
+
+/// The members of a log line that must be one flat JSON object (scalar values only).
+fn flat_object(line: &str) -> Vec<(String, Json)> {
+    match parse_json(line) {
+        Ok(Json::Obj(members)) => {
+            for (k, v) in &members {
+                assert!(!matches!(v, Json::Obj(_) | Json::Arr(_)), "{k} is not a scalar in {line:?}");
+            }
+            members
+        }
+        other => panic!("not a JSON object ({other:?}): {line:?}"),
+    }
 }

@@ -6,6 +6,8 @@
 //! that exits on its own while a test is running makes that test fail.
 #![allow(dead_code)]
 
+pub mod json;
+
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
