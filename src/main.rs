@@ -52,23 +52,32 @@ fn main() -> ExitCode {
             println!("{}", cli::version(mode));
             ExitCode::SUCCESS
         }
-        Command::Compress { dir, options } => match ferrohttpd::compress::compress_dir(&dir, &options) {
-            Ok(report) => {
-                println!("{}: {report}", dir.display());
-                if report.errors == 0 {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                }
-            }
-            Err(e) => {
-                eprintln!("ferrohttpd compress: {}: {e}", dir.display());
-                ExitCode::from(1)
-            }
-        },
+        Command::Compress(_) => exec_compressor(),
         Command::CheckConfig(launch) => check(*launch),
         Command::Run(launch) => run(*launch),
     }
+}
+
+/// The executable that runs `ferrohttpd compress …`.
+const COMPRESSOR: &str = "ferrohttpd-compress";
+
+/// `ferrohttpd compress …` (arguments already checked) becomes `ferrohttpd-compress …`, found
+/// beside this executable or else in `PATH`. The encoders (brotli, zstd, gzip) are most of the
+/// code of the offline compressor and none of the server's, so they live in that executable and
+/// the server's stays small. `exec` only returns on failure.
+fn exec_compressor() -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(|dir| dir.join(COMPRESSOR)));
+    let program = match beside {
+        Some(p) if p.is_file() => p.into_os_string(),
+        _ => OsString::from(COMPRESSOR),
+    };
+    let err = std::process::Command::new(&program).args(std::env::args_os().skip(2)).exec();
+    eprintln!(
+        "ferrohttpd compress: cannot run {}: {err} (it is installed beside ferrohttpd, or put it in PATH)",
+        Path::new(&program).display()
+    );
+    ExitCode::from(1)
 }
 
 /// Reports fatal errors: on stderr, and once the process is a daemon (stderr is /dev/null),

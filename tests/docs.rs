@@ -891,6 +891,7 @@ fn debian_package_builds_reproducibly_with_the_expected_files() {
     }
     let mut expected: BTreeSet<String> = [
         "/usr/sbin/ferrohttpd",
+        "/usr/sbin/ferrohttpd-compress",
         "/usr/lib/ferrohttpd/thttpd",
         "/usr/share/man/man8/ferrohttpd.8.gz",
         "/usr/share/man/man5/ferrohttpd.toml.5.gz",
@@ -953,6 +954,16 @@ fn debian_package_builds_reproducibly_with_the_expected_files() {
     }
     let v = run(Command::new(x.join("usr/lib/ferrohttpd/thttpd")).arg("-V"), Duration::from_secs(10));
     assert!(text(&v.stdout).starts_with("thttpd/2.29 (ferrohttpd "), "the thttpd link runs thttpd mode: {v:?}");
+    // `ferrohttpd compress` finds the packaged precompressor beside it.
+    let site = d.join("site");
+    fs::create_dir(&site).unwrap();
+    fs::write(site.join("a.html"), "<p>compress me</p>\n".repeat(100)).unwrap();
+    let c = run(
+        Command::new(x.join("usr/sbin/ferrohttpd")).arg("compress").arg(&site).env("PATH", "/nonexistent"),
+        Duration::from_secs(60),
+    );
+    assert!(c.status.success(), "the packaged `ferrohttpd compress`: {c:?}");
+    assert!(site.join("a.html.gz").is_file() && site.join("a.html.br").is_file(), "{c:?}");
 
     // The conffile: the shipped configuration with exactly the packaged paths changed...
     let conf = fs::read_to_string(x.join("etc/ferrohttpd/ferrohttpd.toml")).unwrap();

@@ -1350,6 +1350,27 @@ fn compress_subcommand_writes_siblings_that_are_then_served() {
     assert!(gunzip(&r.body) == html2, "served gzip is not the refreshed one");
 }
 
+#[test]
+fn compress_without_the_precompressor_says_what_is_missing() {
+    // A copy of the server alone, with nothing in PATH: `compress` cannot find its executable
+    // and must say so, not pretend to have compressed anything.
+    let dir = tempfile::tempdir().unwrap();
+    let lonely = dir.path().join("ferrohttpd");
+    fs::copy(BIN, &lonely).unwrap();
+    let site = dir.path().join("site");
+    write(&site, "a.html", &"<p>x</p>\n".repeat(100).into_bytes());
+    let out = std::process::Command::new(&lonely)
+        .arg("compress")
+        .arg(&site)
+        .env("PATH", dir.path().join("empty"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot run ferrohttpd-compress"), "{err}");
+    assert!(!site.join("a.html.gz").exists());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cache headers and [[headers]] rules
 // ---------------------------------------------------------------------------------------------

@@ -137,11 +137,15 @@ pub enum Command {
     CheckConfig(Box<Launch>),
     Help,
     Version,
-    /// `ferrohttpd compress DIR …`.
-    Compress {
-        dir: PathBuf,
-        options: CompressOptions,
-    },
+    /// `ferrohttpd compress DIR …`, run by the separate `ferrohttpd-compress` executable.
+    Compress(CompressJob),
+}
+
+/// What `compress DIR …` asks for.
+#[derive(Debug)]
+pub struct CompressJob {
+    pub dir: PathBuf,
+    pub options: CompressOptions,
 }
 
 /// A command-line error; `usage` says whether to print the usage text after the message.
@@ -189,7 +193,10 @@ pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Command, CliEr
 pub fn parse_as<I: IntoIterator<Item = OsString>>(mode: Mode, args: I) -> Result<Command, CliError> {
     let args: Vec<OsString> = args.into_iter().collect();
     if mode == Mode::Ferrohttpd && args.first().is_some_and(|a| a == "compress") {
-        return parse_compress(&args[1..]);
+        return Ok(match parse_compress(&args[1..])? {
+            Some(job) => Command::Compress(job),
+            None => Command::Help,
+        });
     }
 
     // Take the long options out; hand the rest, in order, to thttpd's parser.
@@ -417,8 +424,9 @@ fn apply(
     Ok(())
 }
 
-/// `compress DIR [--min-size N] [--encodings br,zstd,gzip] [-v]`.
-fn parse_compress(args: &[OsString]) -> Result<Command, CliError> {
+/// `compress DIR [--min-size N] [--encodings br,zstd,gzip] [-v]`, the arguments after
+/// `compress`; `None` for `--help`.
+pub fn parse_compress(args: &[OsString]) -> Result<Option<CompressJob>, CliError> {
     let mut options = CompressOptions::default();
     let mut dir: Option<PathBuf> = None;
     let mut it = args.iter();
@@ -465,7 +473,7 @@ fn parse_compress(args: &[OsString]) -> Result<Command, CliError> {
                 options.encodings = encodings;
             }
             "-v" | "--verbose" => options.verbose = true,
-            "--help" => return Ok(Command::Help),
+            "--help" => return Ok(None),
             _ if a.starts_with('-') && a.len() > 1 => {
                 return Err(usage_err(format!("compress: unknown option {a}")));
             }
@@ -478,7 +486,7 @@ fn parse_compress(args: &[OsString]) -> Result<Command, CliError> {
         }
     }
     let dir = dir.ok_or_else(|| usage_err("compress: which directory? (ferrohttpd compress DIR)".into()))?;
-    Ok(Command::Compress { dir, options })
+    Ok(Some(CompressJob { dir, options }))
 }
 
 #[cfg(test)]
@@ -658,7 +666,7 @@ mod tests {
     fn compress_subcommand() {
         let c = parse(["compress", "site", "--min-size", "10", "--encodings", "gzip,br", "-v"].map(OsString::from));
         match c {
-            Ok(Command::Compress { dir, options }) => {
+            Ok(Command::Compress(CompressJob { dir, options })) => {
                 assert_eq!(dir, PathBuf::from("site"));
                 assert_eq!(options.min_size, 10);
                 assert_eq!(options.encodings, vec![Encoding::Gzip, Encoding::Br]);
@@ -668,8 +676,9 @@ mod tests {
         }
         assert!(matches!(
             parse(["compress", "--min-size=5", "d"].map(OsString::from)),
-            Ok(Command::Compress { options: CompressOptions { min_size: 5, .. }, .. })
+            Ok(Command::Compress(CompressJob { options: CompressOptions { min_size: 5, .. }, .. }))
         ));
+        assert!(matches!(parse(["compress", "--help"].map(OsString::from)), Ok(Command::Help)));
         assert!(parse(["compress".into()]).unwrap_err().usage);
         assert!(parse(["compress", "d", "--encodings", "lzma"].map(OsString::from)).unwrap_err().usage);
         assert!(parse(["compress", "a", "b"].map(OsString::from)).unwrap_err().usage);
