@@ -11,6 +11,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
+use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -286,10 +287,11 @@ pub fn bind_all(cfg: &Config) -> Result<Vec<TcpListener>, StartError> {
 /// [`bind_all`], as std listeners (to hand over to a worker process).
 pub fn bind_all_std(cfg: &Config) -> Result<Vec<StdListener>, StartError> {
     let reuse_port = cfg.workers > 1;
+    let defer = cfg.defer_accept_secs();
     cfg.listen
         .iter()
         .map(|&addr| {
-            bind(addr, cfg.backlog, reuse_port).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
+            bind(addr, cfg.backlog, reuse_port, defer).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
         })
         .collect()
 }
@@ -304,7 +306,7 @@ fn cache_config(cfg: &Config) -> CacheConfig {
     }
 }
 
-fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<StdListener> {
+fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool, defer_secs: u32) -> io::Result<StdListener> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking().cloexec(), None)?;
     sock.set_reuse_address(true)?;
     if reuse_port {
@@ -317,6 +319,9 @@ fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<StdListe
     // Accepted sockets inherit TCP_NODELAY: responses go out whole (one sendmsg), so
     // Nagle would only delay the last segment of each.
     sock.set_nodelay(true)?;
+    if defer_secs > 0 {
+        sys::set_defer_accept(sock.as_raw_fd(), defer_secs)?;
+    }
     sock.bind(&addr.into())?;
     sock.listen(backlog.min(i32::MAX as u32) as i32)?;
     Ok(StdListener::from(sock))

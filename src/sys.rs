@@ -67,6 +67,27 @@ pub fn abort_on_close(fd: RawFd) {
     }
 }
 
+/// Sets TCP_DEFER_ACCEPT on a listening socket: a connection is only handed to `accept`
+/// once its first data has arrived, or after about `secs` seconds without any.
+pub fn set_defer_accept(fd: RawFd, secs: u32) -> io::Result<()> {
+    let v = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `v` is a valid c_int of the size given; setsockopt only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Raises the soft limit on open descriptors to the hard limit; returns the new soft limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

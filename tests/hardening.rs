@@ -355,7 +355,10 @@ fn two_thousand_idle_connections_cost_little_and_fresh_clients_are_served() {
     const T: &str = "idle-2000";
     const N: usize = 2000;
     raise_nofile(N as u64 + 2000);
-    let srv = Server::start("[http]\nheader_timeout = \"60s\"\nkeepalive_timeout = \"60s\"");
+    // Without TCP_DEFER_ACCEPT, so that the server holds the connections that send nothing
+    // (with it, the kernel does: see the next test).
+    let srv =
+        Server::start("[server]\ndefer_accept = false\n[http]\nheader_timeout = \"60s\"\nkeepalive_timeout = \"60s\"");
     let addr = srv.addr();
     fresh_client_served(addr, Duration::from_secs(2), "at start");
     sleep(Duration::from_millis(200));
@@ -403,6 +406,37 @@ fn two_thousand_idle_connections_cost_little_and_fresh_clients_are_served() {
     assert!(fresh < 16 * 1024, "{fresh} bytes of RSS per idle (never used) connection");
     assert!(kept < 16 * 1024, "{kept} bytes of RSS per idle keep-alive connection");
     assert!(released, "server fds: {} before, {} after the 2000 clients left", before.fds, after.fds);
+}
+
+#[test]
+fn silent_connections_wait_in_the_kernel_until_they_send() {
+    // defer_accept (the default): a client that connects and sends nothing costs the server
+    // no descriptor; its first bytes get it accepted and answered at once.
+    const N: usize = 200;
+    let srv = Server::start("");
+    let addr = srv.addr();
+    fresh_client_served(addr, Duration::from_secs(2), "at start");
+    let before = srv.fd_count();
+    let mut conns: Vec<TcpStream> = (0..N)
+        .map(|i| TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap_or_else(|e| panic!("connect {i}: {e}")))
+        .collect();
+    sleep(Duration::from_millis(300));
+    assert_eq!(srv.fd_count(), before, "the server accepted connections that sent nothing");
+    fresh_client_served(addr, Duration::from_secs(1), "with 200 silent connections waiting");
+    for (i, s) in conns.iter_mut().enumerate() {
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        raw(s, format!("GET /p{}.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", i % PAGES));
+        let r = read_response(s);
+        assert_eq!(r.status, 200, "connection {i}: {r:?}");
+        assert_eq!(r.body, page(i % PAGES), "connection {i}");
+    }
+    drop(conns);
+    assert!(
+        wait_until(Duration::from_secs(5), || srv.fd_count() <= before),
+        "server fds: {} before, {} after",
+        before,
+        srv.fd_count()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -105,6 +105,8 @@ pub struct Config {
     /// Connections one client address may hold open at once (0: no limit).
     pub max_connections_per_ip: u32,
     pub backlog: u32,
+    /// TCP_DEFER_ACCEPT on the sockets ferrohttpd binds: see [`Config::defer_accept_secs`].
+    pub defer_accept: bool,
     pub pid_file: Option<PathBuf>,
     pub sendfile: bool,
     pub shutdown_timeout: Duration,
@@ -176,6 +178,7 @@ impl Default for Config {
             max_connections: 10_000,
             max_connections_per_ip: 0,
             backlog: 1024,
+            defer_accept: true,
             pid_file: None,
             sendfile: true,
             shutdown_timeout: Duration::from_secs(10),
@@ -241,6 +244,20 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
+    /// The TCP_DEFER_ACCEPT time set on the sockets ferrohttpd binds (0: off). The kernel
+    /// then hands a connection to `accept` only once its first bytes have arrived, so the
+    /// request is read at once, without waking up for the bare handshake; a connection that
+    /// sends nothing is held (and the handshake answer retried) for about `header_timeout`,
+    /// as nginx's `deferred` does, and never costs a descriptor.
+    pub fn defer_accept_secs(&self) -> u32 {
+        if !self.defer_accept {
+            return 0;
+        }
+        let t = self.header_timeout;
+        let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+        u32::try_from(secs.max(1)).unwrap_or(u32::MAX)
+    }
+
     /// Reads and validates a TOML file, on top of the defaults. Relative paths in it are
     /// taken relative to the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {

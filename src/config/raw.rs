@@ -40,6 +40,7 @@ struct RawServer {
     max_connections: S<i64>,
     max_connections_per_ip: S<i64>,
     backlog: S<i64>,
+    defer_accept: S<bool>,
     pid_file: S<String>,
     sendfile: S<bool>,
     shutdown_timeout: S<RawDuration>,
@@ -356,6 +357,9 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = s.sendfile {
             cfg.sendfile = *v.get_ref();
         }
+        if let Some(v) = s.defer_accept {
+            cfg.defer_accept = *v.get_ref();
+        }
         if let Some(v) = s.shutdown_timeout {
             cfg.shutdown_timeout = cx.duration("server.shutdown_timeout", &v, 86_400)?;
         }
@@ -653,6 +657,16 @@ mod tests {
     }
 
     #[test]
+    fn defer_accept_follows_the_header_timeout() {
+        assert_eq!(load("").unwrap().defer_accept_secs(), 10);
+        assert_eq!(load("[http]\nheader_timeout = \"500ms\"").unwrap().defer_accept_secs(), 1);
+        assert_eq!(load("[http]\nheader_timeout = \"2500ms\"").unwrap().defer_accept_secs(), 3);
+        assert_eq!(load("[server]\ndefer_accept = false").unwrap().defer_accept_secs(), 0);
+        let e = load("[server]\ndefer_accept = 1").unwrap_err().0;
+        assert!(e.contains("server.defer_accept"), "{e}");
+    }
+
+    #[test]
     fn out_of_range_names_key_and_line() {
         let e = load("\n[http]\nkeepalive_requests = 0\n").unwrap_err().0;
         assert!(e.contains("http.keepalive_requests") && e.contains("line 3"), "{e}");
@@ -739,6 +753,7 @@ mod tests {
         assert_eq!(c.max_connections, d.max_connections);
         assert_eq!(c.backlog, d.backlog);
         assert_eq!(c.sendfile, d.sendfile);
+        assert_eq!(c.defer_accept, d.defer_accept);
         assert_eq!(c.cache_max_bytes, d.cache_max_bytes);
         assert_eq!(c.cache_max_entries, d.cache_max_entries);
         assert_eq!(c.cache_max_file, d.cache_max_file);

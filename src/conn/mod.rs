@@ -565,14 +565,18 @@ impl Conn {
             }
             let (cap, wake) = self.rate_cap(cx);
             let head = &self.head[self.head_pos..];
+            // The connection closes once the bytes of this send are out: flag them MSG_MORE,
+            // and the close (or the shutdown of Linger) that follows at once sends them with
+            // the FIN in one segment, a packet and a wake-up fewer for the client.
+            let last = self.close_after && self.parts.is_empty();
             let (result, body_part) = match &mut self.body {
                 Body::None if head.is_empty() => return WriteResult::Done,
-                Body::None => (sys::send2(fd, head, &[], false), false),
+                Body::None => (sys::send2(fd, head, &[], last), false),
                 Body::Mem { buf, pos } => {
                     if head.is_empty() && *pos == buf.len() {
                         return WriteResult::Done;
                     }
-                    (sys::send2(fd, head, &buf[*pos..], false), true)
+                    (sys::send2(fd, head, &buf[*pos..], last), true)
                 }
                 Body::Mapped { entry, pos, end } => {
                     if head.is_empty() && *pos == *end {
@@ -586,7 +590,7 @@ impl Conn {
                     }
                     let cache::Body::Mapped(map) = &entry.body else { return WriteResult::Closed };
                     // Only a pointer into the mapping is taken here; the kernel does the reading.
-                    (sys::send2(fd, head, &map[*pos..stop], false), true)
+                    (sys::send2(fd, head, &map[*pos..stop], last && stop == *end), true)
                 }
                 Body::File { entry, pos, end, stage } => {
                     let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };
@@ -748,9 +752,16 @@ impl Conn {
     }
 
     /// Ends the connection after a response: at once when the client has nothing more in
-    /// flight, else through `Linger`.
+    /// flight, else through `Linger`. Closing a socket with unread input resets it, and the
+    /// reset can destroy the response before the client reads it (the last bytes may even
+    /// still be queued, flagged MSG_MORE). The input is known to be drained only after a
+    /// short read: `readable` still set (a full buffer, as for a 431) means the kernel may
+    /// hold more.
     fn close(&mut self, cx: &mut Ctx) -> Drive {
-        let unread = self.rstart != self.rend || !matches!(self.discard, Discard::None) || self.phase == Phase::Head;
+        let unread = self.rstart != self.rend
+            || !matches!(self.discard, Discard::None)
+            || self.phase == Phase::Head
+            || self.readable;
         if self.peer_eof || !unread {
             return Drive::Close;
         }
