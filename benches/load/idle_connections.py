@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Memory per idle keep-alive connection.
+
+    benches/load/idle_connections.py PID PORT [N] [PATH]
+
+Opens N (default 10000) connections to 127.0.0.1:PORT, makes one GET of PATH (default
+/4k.bin) on each and reads the whole response, keeps them all open, then prints the RSS of
+the server process PID (VmRSS, RssAnon, RssFile from /proc) before and after, and the
+difference per connection. The server needs max_connections above N and a keep-alive
+timeout longer than the run; this process raises its own descriptor limit as far as the hard
+limit allows. Run by hand; never in CI.
+"""
+import os
+import resource
+import socket
+import sys
+import time
+
+
+def rss(pid):
+    d = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "RssAnon", "RssFile"):
+                d[k] = int(v.split()[0])
+    return d
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    pid, port = int(sys.argv[1]), int(sys.argv[2])
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
+    path = sys.argv[4] if len(sys.argv) > 4 else "/4k.bin"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, n + 1000)), hard))
+    before = rss(pid)
+    req = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+    conns = []
+    for i in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(req)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                sys.exit(f"connection {i}: closed before the response ended")
+            got += chunk
+            end = got.find(b"\r\n\r\n")
+            if end < 0:
+                continue
+            length = 0
+            for line in got[:end].split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if len(got) >= end + 4 + length:
+                break
+        conns.append(s)
+    time.sleep(1.0)
+    after = rss(pid)
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    print(f"before: {before}")
+    print(f"after {n} idle keep-alive connections: {after}; server descriptors: {fds}")
+    print(f"per connection: VmRSS {(after['VmRSS'] - before['VmRSS']) * 1024 / n:.0f} B, "
+          f"RssAnon {(after['RssAnon'] - before['RssAnon']) * 1024 / n:.0f} B")
+    for s in conns:
+        s.close()
+
+
+if __name__ == "__main__":
+    main()
