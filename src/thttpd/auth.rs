@@ -488,6 +488,13 @@ mod tests {
         crypt(pw, salt)
     }
 
+    /// bcrypt at cost 4 with a fixed salt, in the given variant ($2y$, $2b$, $2a$).
+    fn bcrypt(pw: &str, variant: pwhash::bcrypt::BcryptVariant) -> String {
+        let setup =
+            pwhash::bcrypt::BcryptSetup { salt: Some("bvIG6Nmid91Mu9RcmmWZfO"), cost: Some(4), variant: Some(variant) };
+        pwhash::bcrypt::hash_with(setup, pw).unwrap()
+    }
+
     fn all_schemes(pw: &str) -> Vec<String> {
         vec![
             des("ab", pw),
@@ -495,33 +502,9 @@ mod tests {
             crypt(pw, "$5$rounds=1000$salty$"),
             crypt(pw, "$5$salty$"),
             crypt(pw, "$6$rounds=1000$salty$"),
-            pwhash::bcrypt::hash_with(
-                pwhash::bcrypt::BcryptSetup {
-                    salt: Some("bvIG6Nmid91Mu9RcmmWZfO"),
-                    cost: Some(4),
-                    variant: Some(pwhash::bcrypt::BcryptVariant::V2y),
-                },
-                pw,
-            )
-            .unwrap(),
-            pwhash::bcrypt::hash_with(
-                pwhash::bcrypt::BcryptSetup {
-                    salt: Some("bvIG6Nmid91Mu9RcmmWZfO"),
-                    cost: Some(4),
-                    variant: Some(pwhash::bcrypt::BcryptVariant::V2b),
-                },
-                pw,
-            )
-            .unwrap(),
-            pwhash::bcrypt::hash_with(
-                pwhash::bcrypt::BcryptSetup {
-                    salt: Some("bvIG6Nmid91Mu9RcmmWZfO"),
-                    cost: Some(4),
-                    variant: Some(pwhash::bcrypt::BcryptVariant::V2a),
-                },
-                pw,
-            )
-            .unwrap(),
+            bcrypt(pw, pwhash::bcrypt::BcryptVariant::V2y),
+            bcrypt(pw, pwhash::bcrypt::BcryptVariant::V2b),
+            bcrypt(pw, pwhash::bcrypt::BcryptVariant::V2a),
         ]
     }
 
