@@ -28,13 +28,18 @@ pub fn send2(fd: RawFd, a: &[u8], b: &[u8], more: bool) -> io::Result<usize> {
 }
 
 /// Copies up to `count` bytes of `file` from `*offset` to the socket, advancing `*offset`.
-/// Returns 0 only at end of file.
+/// Returns 0 only at end of file. Offsets are 64-bit on every target: glibc's `off_t` is
+/// 32-bit on 32-bit boxes, so there the call is `sendfile64` (musl's `off_t` is always 64-bit).
 pub fn sendfile(sock: RawFd, file: RawFd, offset: &mut u64, count: usize) -> io::Result<usize> {
-    let mut off = libc::off_t::try_from(*offset).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    #[cfg(target_env = "gnu")]
+    use libc::{off64_t as Off, sendfile64 as sendfile_at};
+    #[cfg(not(target_env = "gnu"))]
+    use libc::{off_t as Off, sendfile as sendfile_at};
+    let mut off = Off::try_from(*offset).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
     // SAFETY: both descriptors are open for the duration of the call and `off` is a valid
     // pointer to a local; the kernel reads the file and writes the socket, touching no
     // user memory but `off`.
-    let r = unsafe { libc::sendfile(sock, file, &mut off, count) };
+    let r = unsafe { sendfile_at(sock, file, &mut off, count) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -303,6 +303,39 @@ mod tests {
         parse(h.as_bytes(), len, 32)
     }
 
+    /// Sizes and offsets past 4 GiB (a 32-bit box serving a large file): nothing is truncated
+    /// to 32 bits anywhere in parsing, Content-Range or the multipart framing.
+    #[test]
+    fn ranges_above_4_gib() {
+        let size = 6 * (1u64 << 30) + 123; // 6 GiB and a bit
+        let start = (1u64 << 32) + 7;
+        assert_eq!(p(&format!("bytes={start}-"), size), ranges(&[(start, size - 1)]));
+        assert_eq!(p("bytes=-10", size), ranges(&[(size - 10, size - 1)]));
+        assert_eq!(
+            p(&format!("bytes={}-{}", 1u64 << 32, (1u64 << 32) + 99), size),
+            ranges(&[(1 << 32, (1 << 32) + 99)])
+        );
+        assert_eq!(p(&format!("bytes={size}-"), size), RangeSpec::Unsatisfiable);
+        let mut cr = Vec::new();
+        content_range(ByteRange { start, end: size - 1 }, size, &mut cr);
+        assert_eq!(cr, format!("bytes {start}-{}/{size}", size - 1).into_bytes());
+        assert_eq!(ByteRange { start, end: size - 1 }.len(), size - start);
+        let two = [ByteRange { start: 0, end: 9 }, ByteRange { start, end: start + 9 }];
+        let mp = Multipart::new(&two, size, "application/octet-stream", 1);
+        let mut framing = Vec::new();
+        mp.part_header(1, &mut framing);
+        assert!(String::from_utf8_lossy(&framing).contains(&format!("bytes {start}-{}/{size}", start + 9)));
+        let mut total = 0;
+        for i in 0..2 {
+            let mut f = Vec::new();
+            mp.part_header(i, &mut f);
+            total += f.len() as u64 + 10;
+        }
+        let mut t = Vec::new();
+        mp.trailer(&mut t);
+        assert_eq!(mp.content_length(), total + t.len() as u64);
+    }
+
     #[test]
     fn single_ranges() {
         assert_eq!(p("bytes=0-499", 10_000), ranges(&[(0, 499)]));
