@@ -334,7 +334,8 @@ fn bench_resolve(c: &mut Criterion) {
     let mut g = c.benchmark_group("resolve_syscalls");
     for (case, path, expected) in cases {
         for (i, (pname, policy)) in policies.iter().enumerate() {
-            let opts = ResolveOptions { symlinks: *policy, dotfiles: DotfilePolicy::Deny, index: &index };
+            let opts =
+                ResolveOptions { symlinks: *policy, dotfiles: DotfilePolicy::Deny, index: &index, site_depth: 0 };
             let got = outcome(&resolve(&tree.docroot, path, &opts));
             assert_eq!(got, expected[i], "resolve {path} under {pname}");
             g.bench_with_input(BenchmarkId::new(case, pname), &path, |b, path| {
@@ -529,7 +530,12 @@ fn bench_conditional(c: &mut Criterion) {
 fn bench_request(c: &mut Criterion) {
     let tree = tree();
     let index = vec!["index.html".to_string()];
-    let opts = ResolveOptions { symlinks: SymlinkPolicy::WithinRoot, dotfiles: DotfilePolicy::Deny, index: &index };
+    let opts = ResolveOptions {
+        symlinks: SymlinkPolicy::WithinRoot,
+        dotfiles: DotfilePolicy::Deny,
+        index: &index,
+        site_depth: 0,
+    };
     let mime = MimeTypes::new(&BTreeMap::new(), "utf-8");
     let mut input = BROWSER.to_vec();
     let mut norm = String::new();

@@ -384,7 +384,12 @@ impl Server {
         };
         cx.config_loaded = cx.clock.log_date().to_string();
         for dir in cx.cfg.cache_preload.clone() {
-            let opts = ResolveOptions { symlinks: cx.cfg.symlinks, dotfiles: cx.cfg.dotfiles, index: &cx.cfg.index };
+            let opts = ResolveOptions {
+                symlinks: cx.cfg.symlinks,
+                dotfiles: cx.cfg.dotfiles,
+                index: &cx.cfg.index,
+                site_depth: 0,
+            };
             let n = cx.cache.preload(&cx.root, &dir, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs());
             if n == 0 {
                 cx.errors.log(cx.clock.log_date(), format_args!("cache.preload: no files loaded from {dir}"));

@@ -790,7 +790,7 @@ fn check_resolve(
     dotfiles: DotfilePolicy,
     index: &[String],
 ) -> Result<(), String> {
-    let opts = ResolveOptions { symlinks, dotfiles, index };
+    let opts = ResolveOptions { symlinks, dotfiles, index, site_depth: 0 };
     let ctx = || format!("resolve({path:?}, {symlinks:?}, {dotfiles:?}, index {index:?})");
     let confined = symlinks != SymlinkPolicy::Follow;
     let check_real = |real: &Path, url_path: Option<&str>| -> Result<(), String> {
@@ -1000,7 +1000,8 @@ fn known_escapes_stay_inside_the_root() {
         let mut out = String::new();
         if resolve::normalize(c.as_bytes(), &mut out).is_ok() {
             for sym in [SymlinkPolicy::WithinRoot, SymlinkPolicy::Deny] {
-                let opts = ResolveOptions { symlinks: sym, dotfiles: DotfilePolicy::Allow, index: &index };
+                let opts =
+                    ResolveOptions { symlinks: sym, dotfiles: DotfilePolicy::Allow, index: &index, site_depth: 0 };
                 if let Ok(Resolved::File { file, .. }) = resolve::resolve(&tree.root, &out, &opts) {
                     let real = fd_path(&file).unwrap();
                     if !real.starts_with(&tree.canon_root) {
@@ -1019,7 +1020,7 @@ fn known_escapes_stay_inside_the_root() {
         ("/idx-in/", SymlinkPolicy::WithinRoot),
         ("/link-out", SymlinkPolicy::Follow),
     ] {
-        let opts = ResolveOptions { symlinks: sym, dotfiles: DotfilePolicy::Deny, index: &index };
+        let opts = ResolveOptions { symlinks: sym, dotfiles: DotfilePolicy::Deny, index: &index, site_depth: 0 };
         let ok = matches!(resolve::resolve(&tree.root, path, &opts), Ok(Resolved::File { .. }));
         f.check(&format!("{path} under {sym:?}"), if ok { Ok(()) } else { Err("not served".into()) });
     }

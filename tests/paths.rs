@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::fs;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
@@ -239,6 +240,61 @@ fn dotfiles_are_denied_by_default_except_well_known() {
             (b"/", 200, Some(INDEX_HTML)),
         ],
     );
+}
+
+#[test]
+fn well_known_is_served_on_every_thttpd_virtual_host() {
+    // Issue 14, finding 12: with `-v` the host directory is not part of the URL, so the
+    // `.well-known` exemption applies after it (ACME challenges).
+    let srv = Server::builder()
+        .args(&["-v"])
+        .setup(|_, root| {
+            fs::create_dir_all(root.join("a.example/.well-known/acme-challenge")).unwrap();
+            fs::write(root.join("a.example/.well-known/acme-challenge/tok"), b"token a\n").unwrap();
+            fs::write(root.join("a.example/.secret"), b"secret\n").unwrap();
+        })
+        .start();
+    let get = |path: &str| {
+        exchange(srv.addr(), format!("GET {path} HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n").as_bytes())
+    };
+    let r = get("/.well-known/acme-challenge/tok");
+    assert_eq!((r.status, r.body_text().as_str()), (200, "token a\n"), "{}", r.describe());
+    assert_eq!(get("/.secret").status, 403);
+}
+
+#[test]
+fn headers_rules_match_the_url_under_thttpd_virtual_hosts() {
+    // Same mistake as finding 12: `[[headers]]` patterns were matched against the path with
+    // the `-v` host directory in front.
+    let srv = Server::builder()
+        .args(&["-v"])
+        .config("[[headers]]\nmatch = \"/assets/**\"\ncache_control = \"immutable\"")
+        .setup(|_, root| {
+            fs::create_dir_all(root.join("a.example/assets")).unwrap();
+            fs::write(root.join("a.example/assets/x.css"), b"x\n").unwrap();
+        })
+        .start();
+    let r = exchange(srv.addr(), b"GET /assets/x.css HTTP/1.1\r\nHost: a.example\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.header("Cache-Control")), (200, Some("immutable")), "{}", r.describe());
+}
+
+#[test]
+fn host_with_a_trailing_dot_matches_its_vhost() {
+    // Issue 14, finding 13.
+    let srv = Server::builder()
+        .config("[[vhost]]\nhost = \"a.example\"\nroot = \"{dir}/a\"")
+        .setup(|dir, _| {
+            fs::create_dir_all(dir.join("a")).unwrap();
+            fs::write(dir.join("a/file.txt"), b"vhost a\n").unwrap();
+        })
+        .start();
+    for host in ["a.example", "a.example.", "A.EXAMPLE.:80"] {
+        let r = exchange(
+            srv.addr(),
+            format!("GET /file.txt HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        );
+        assert_eq!((r.status, r.body_text().as_str()), (200, "vhost a\n"), "{host}: {}", r.describe());
+    }
 }
 
 #[test]

@@ -588,6 +588,57 @@ fn virtual_hosts() {
 }
 
 #[test]
+fn host_with_a_trailing_dot_is_the_same_host_directory() {
+    // Issue 14, finding 13: `a.example.` is the absolute form of `a.example`.
+    let site = Site::new();
+    site.write("a.example/file.txt", b"site a\n");
+    let srv = site.start(&["-d", &site.root_str(), "-v", "-l", "/dev/null"]);
+    for host in ["a.example.", "A.Example.:8080"] {
+        let r = srv.exchange(&format!("GET /file.txt HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"));
+        assert_eq!((r.status, text(&r).as_str()), (200, "site a\n"), "{host}: {r:?}");
+    }
+}
+
+#[test]
+fn host_with_a_leading_dot_is_400_without_v_too() {
+    // thttpd refuses such a Host in every mode (issue 14, "thttpd fidelity").
+    let site = Site::new();
+    let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
+    let r = srv.exchange("GET /file.txt HTTP/1.1\r\nHost: .example\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = srv.exchange("GET /file.txt HTTP/1.1\r\nHost: example\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[test]
+fn vhost_htpasswd_with_g_protects_the_whole_host() {
+    // Issue 14, finding 1: with -v -g the host's directory is the top whose .htpasswd
+    // protects everything under it, as thttpd 2.29 does.
+    let site = Site::new();
+    site.write("example.com/top.txt", b"top\n");
+    site.write("example.com/sub/file.txt", b"sub file\n");
+    site.write("example.com/sub/deeper/x.txt", b"deeper\n");
+    site.write("other.example/sub/file.txt", b"other host\n");
+    let hash = pwhash::sha512_crypt::hash("pw").unwrap();
+    site.write("example.com/.htpasswd", format!("admin:{hash}\n").as_bytes());
+    let srv = site.start(&["-d", &site.root_str(), "-v", "-g", "-l", "/dev/null"]);
+    let get = |host: &str, path: &str, extra: &str| {
+        srv.exchange(&format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"))
+    };
+    for path in ["/top.txt", "/sub/file.txt", "/sub/deeper/x.txt", "/sub/"] {
+        let r = get("example.com", path, "");
+        assert_eq!(r.status, 401, "{path} without credentials: {r:?}");
+        assert!(!text(&r).contains("sub file") && !text(&r).contains("deeper"), "{path}: {r:?}");
+    }
+    let creds = format!("{}\r\n", basic("admin", "pw"));
+    let r = get("example.com", "/sub/file.txt", &creds);
+    assert_eq!((r.status, text(&r).as_str()), (200, "sub file\n"), "{r:?}");
+    // Another host's tree is not under example.com's file.
+    let r = get("other.example", "/sub/file.txt", "");
+    assert_eq!((r.status, text(&r).as_str()), (200, "other host\n"), "{r:?}");
+}
+
+#[test]
 #[allow(deprecated)] // DES, MD5 and SHA-256 crypt: old, but what thttpd's .htpasswd files hold
 fn basic_auth_with_crypt_hashes() {
     let site = Site::new();
@@ -708,6 +759,47 @@ fn permissions() {
     let r = srv.get("/listed?x=1");
     assert_eq!(r.status, 302, "{r:?}");
     assert!(r.header("Location").is_some_and(|l| l.ends_with("/listed/?x=1")), "{r:?}");
+}
+
+#[test]
+fn directory_not_world_readable_is_not_listed() {
+    // Issue 14, finding 4: thttpd's defaults turn listings on, and that must not override
+    // the world-readable rule. The server's own user can read the directory (it owns it),
+    // so only the mode check stands between the client and the listing.
+    let site = Site::new();
+    site.write("nolist/inside.txt", b"inside\n");
+    let dir = site.root.join("nolist");
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o751)).unwrap();
+    if is_root() {
+        std::os::unix::fs::chown(&dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
+    let r = srv.get("/nolist/");
+    assert_eq!(r.status, 403, "mode 751 is not world-readable: {r:?}");
+    assert!(!text(&r).contains("inside.txt"), "{r:?}");
+    assert_eq!(srv.get("/nolist/inside.txt").status, 200);
+}
+
+#[test]
+fn private_precompressed_sibling_is_not_sent() {
+    // Issue 14, finding 7: the world-readable rule applies to the variant actually sent.
+    let site = Site::new();
+    site.write("page.html", b"<p>public page</p>\n");
+    let gz = site.write_mode("page.html.gz", b"\x1f\x8bPRIVATE-GZ", 0o600);
+    if is_root() {
+        // Readable by the server's own user, so only the mode rule keeps it back.
+        std::os::unix::fs::chown(&gz, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    site.write("open.html", b"<p>open page</p>\n");
+    site.write("open.html.gz", b"\x1f\x8bOPEN-GZ");
+    let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
+    let r = srv.get_with("/page.html", &["Accept-Encoding: gzip"]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.header("Content-Encoding").is_none(), "the private .gz must not be sent: {r:?}");
+    assert_eq!(text(&r), "<p>public page</p>\n");
+    // A sibling that passes is still used.
+    let r = srv.get_with("/open.html", &["Accept-Encoding: gzip"]);
+    assert_eq!((r.status, r.header("Content-Encoding")), (200, Some("gzip")), "{r:?}");
 }
 
 #[test]

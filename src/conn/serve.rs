@@ -59,6 +59,16 @@ struct Site {
     prefix: String,
 }
 
+/// Why a file may not be sent.
+enum Refusal {
+    /// 403.
+    Forbidden,
+    /// 401 with this realm (already escaped).
+    Challenge(String),
+    /// 403, and this goes to the error log.
+    Error(String),
+}
+
 impl Conn {
     /// Serves GET/HEAD; returns the status queued.
     pub(super) fn serve_file(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
@@ -99,7 +109,9 @@ impl Conn {
                 if let Err(status) = self.check_access(cx, req, path, dir.mode | 0o444, &site) {
                     return status;
                 }
-                let listable = cx.cfg.listing || (cx.cfg.thttpd.enabled && dir.mode & 0o004 != 0);
+                // thttpd lists only world-readable directories; its defaults turn listings on,
+                // so the mode check must hold on top of `listing`, not instead of it.
+                let listable = cx.cfg.listing && (!cx.cfg.thttpd.enabled || dir.mode & 0o004 != 0);
                 if listable {
                     self.listing_response(cx, req, &dir, path, &site)
                 } else {
@@ -133,20 +145,27 @@ impl Conn {
         }
     }
 
-    /// Picks the virtual host. thttpd's `-v`: the Host (lowercased, port removed; for an
+    /// Picks the virtual host. The Host is lowercased, its port and one trailing dot (the
+    /// absolute form of a DNS name, `a.example.`) removed. thttpd answers 400 to a Host that
+    /// starts with `.` or holds a `/`, with or without `-v`. thttpd's `-v`: the Host (for an
     /// HTTP/1.0 request without one, the local address) names a directory under the root.
     fn site(&mut self, cx: &Ctx, req: &Request<'_>) -> Result<Site, u16> {
         let host = req.host.filter(|h| !h.is_empty()).map(|h| String::from_utf8_lossy(h).to_ascii_lowercase());
+        let name = host.as_deref().map(strip_port);
+        if cx.cfg.thttpd.enabled && name.is_some_and(|n| n.starts_with('.') || n.contains('/')) {
+            return Err(400);
+        }
+        let name = name.map(|n| n.strip_suffix('.').unwrap_or(n));
         if !cx.vroots.is_empty() {
-            let name = host.as_deref().map(strip_port).unwrap_or("");
+            let name = name.unwrap_or("");
             let root = cx.vroots.iter().position(|(h, _)| h == name);
             return Ok(Site { root, prefix: String::new() });
         }
         if !cx.cfg.thttpd.vhost_dirs {
             return Ok(Site { root: None, prefix: String::new() });
         }
-        let name = match host {
-            Some(h) => strip_port(&h).to_string(),
+        let name = match name {
+            Some(h) => h.to_string(),
             None => match self.sock.local_addr() {
                 Ok(a) => a.ip().to_canonical().to_string(),
                 Err(_) => return Err(400),
@@ -160,8 +179,13 @@ impl Conn {
     }
 
     fn lookup(&mut self, cx: &mut Ctx, site: &Site, path: &str) -> Result<Lookup, ResolveError> {
-        let opts =
-            resolve::ResolveOptions { symlinks: cx.cfg.symlinks, dotfiles: cx.cfg.dotfiles, index: &cx.cfg.index };
+        let opts = resolve::ResolveOptions {
+            symlinks: cx.cfg.symlinks,
+            dotfiles: cx.cfg.dotfiles,
+            index: &cx.cfg.index,
+            // thttpd's `-v` directory is not part of the URL: `/.well-known/` comes after it.
+            site_depth: usize::from(!site.prefix.is_empty()),
+        };
         let (root, key) = match site.root {
             Some(i) => (&cx.vroots[i].1, i + 1),
             None => (&cx.root, 0),
@@ -169,8 +193,8 @@ impl Conn {
         cx.cache.get(root, key, path, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs())
     }
 
-    /// The checks between finding a file and serving it. `Err` carries the status already
-    /// queued.
+    /// The checks between finding a file and serving it, answering a refusal. `Err` carries
+    /// the status already queued.
     fn check_access(
         &mut self,
         cx: &mut Ctx,
@@ -179,14 +203,28 @@ impl Conn {
         mode: u32,
         site: &Site,
     ) -> Result<(), u16> {
+        self.policy(cx, req, url_path, mode, site).map_err(|r| self.refuse(cx, req, r, site))
+    }
+
+    /// Every policy that applies to a file about to be sent (the one asked for, or the
+    /// precompressed variant sent instead): `.htpasswd` is never served; thttpd mode serves
+    /// only world-readable, non-executable files; `.htpasswd` authentication.
+    fn policy(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        url_path: &str,
+        mode: u32,
+        site: &Site,
+    ) -> Result<(), Refusal> {
         let name = url_path.rsplit('/').next().unwrap_or("");
         if name == auth::HTPASSWD {
-            return Err(self.error_response(cx, 403, req, Some(site)));
+            return Err(Refusal::Forbidden);
         }
         if cx.cfg.thttpd.enabled && (mode & 0o004 == 0 || (mode & 0o001 != 0 && mode & 0o040_000 == 0)) {
             // thttpd serves only world-readable files, and refuses world-executable ones
             // (they would be CGI programs there).
-            return Err(self.error_response(cx, 403, req, Some(site)));
+            return Err(Refusal::Forbidden);
         }
         if !cx.cfg.thttpd.htpasswd {
             return Ok(());
@@ -195,7 +233,7 @@ impl Conn {
             Some(i) => &url_path[..=i],
             None => "/",
         };
-        let root = match site.root {
+        let doc_root = match site.root {
             Some(i) => cx.vroots[i].1.path().to_path_buf(),
             // thttpd mode runs from the served directory (chdir at start, as thttpd): a
             // relative path needs no search permission on the directories above it, which
@@ -203,27 +241,40 @@ impl Conn {
             None if cx.cfg.thttpd.enabled => std::path::PathBuf::from("."),
             None => cx.root.path().to_path_buf(),
         };
-        let fs_dir = root.join(url_dir.trim_start_matches('/'));
-        match cx.auth.check(&root, &fs_dir, url_dir, cx.cfg.thttpd.global_passwd, req.authorization) {
+        // The top for `-g` is the site's own directory: thttpd's `-v` host directory.
+        let top = doc_root.join(site.prefix.trim_start_matches('/'));
+        let fs_dir = doc_root.join(url_dir.trim_start_matches('/'));
+        match cx.auth.check(&top, &fs_dir, url_dir, cx.cfg.thttpd.global_passwd, req.authorization) {
             AuthResult::Allowed => Ok(()),
             AuthResult::Authenticated { user } => {
                 self.user = Some(user);
                 Ok(())
             }
-            AuthResult::Challenge { realm } => {
+            AuthResult::Challenge { realm } => Err(Refusal::Challenge(realm)),
+            AuthResult::Error { message } => Err(Refusal::Error(message)),
+        }
+    }
+
+    /// Answers a refusal; returns the status queued.
+    fn refuse(&mut self, cx: &mut Ctx, req: &Request<'_>, refusal: Refusal, site: &Site) -> u16 {
+        match refusal {
+            Refusal::Forbidden => self.error_response(cx, 403, req, Some(site)),
+            Refusal::Challenge(realm) => {
                 let value = auth::www_authenticate(&realm);
-                Err(self.simple_response(cx, 401, req, Some(("WWW-Authenticate", value.as_bytes()))))
+                self.simple_response(cx, 401, req, Some(("WWW-Authenticate", value.as_bytes())))
             }
-            AuthResult::Error { message } => {
+            Refusal::Error(message) => {
                 cx.error(format_args!("{message}"));
-                Err(self.error_response(cx, 403, req, Some(site)))
+                self.error_response(cx, 403, req, Some(site))
             }
         }
     }
 
     /// Finds the precompressed sibling to send instead of `entry`, if any: the first of the
-    /// client's acceptable encodings (in the server's preference order) whose sibling exists
-    /// and is at least as new. Returns it and whether any sibling exists (for `Vary`).
+    /// client's acceptable encodings (in the server's preference order) whose sibling exists,
+    /// is at least as new, and passes every [`Conn::policy`] the file itself does (a private
+    /// `page.html.gz` beside a public `page.html` is not sent). Returns it and whether any
+    /// sibling exists that some client could get (for `Vary`).
     fn pick_variant(
         &mut self,
         cx: &mut Ctx,
@@ -244,16 +295,16 @@ impl Conn {
             sibling_path.clear();
             sibling_path.push_str(&entry.url_path);
             sibling_path.push_str(enc.suffix());
-            if let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) {
-                let newer = (sib.mtime, sib.mtime_nsec) >= (entry.mtime, entry.mtime_nsec);
-                if newer {
-                    any = true;
-                    // `accepted` is best first (client q-values, then the server's order).
-                    if let Some(rank) = accepted.iter().position(|&a| a == enc) {
-                        if chosen.as_ref().is_none_or(|(_, _, r)| rank < *r) {
-                            chosen = Some((sib, enc, rank));
-                        }
-                    }
+            let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) else { continue };
+            let newer = (sib.mtime, sib.mtime_nsec) >= (entry.mtime, entry.mtime_nsec);
+            if !newer || self.policy(cx, req, &sib.url_path, sib.mode, site).is_err() {
+                continue;
+            }
+            any = true;
+            // `accepted` is best first (client q-values, then the server's order).
+            if let Some(rank) = accepted.iter().position(|&a| a == enc) {
+                if chosen.as_ref().is_none_or(|(_, _, r)| rank < *r) {
+                    chosen = Some((sib, enc, rank));
                 }
             }
         }
@@ -280,7 +331,7 @@ impl Conn {
         let use_range = match conditional::evaluate(true, &conds, &validators) {
             Outcome::NotModified => {
                 let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), &cx.fixed_fields);
-                representation_headers(&mut h, cx, &rep, &entry, encoding, vary);
+                representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
                 h.finish(!self.close_after, req.minor);
                 return 304;
             }
@@ -342,7 +393,7 @@ impl Conn {
             None
         };
         h.field("Accept-Ranges", b"bytes");
-        representation_headers(&mut h, cx, &rep, &entry, encoding, vary);
+        representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
         h.finish(!self.close_after, req.minor);
         if head_only || size == 0 {
             return status;
@@ -543,9 +594,12 @@ fn representation_headers(
     cx: &Ctx,
     rep: &FileEntry,
     original: &FileEntry,
+    site: &Site,
     encoding: Option<Encoding>,
     vary: bool,
 ) {
+    // `[[headers]]` patterns are URL paths: without thttpd's `-v` host directory.
+    let url = original.url_path.strip_prefix(site.prefix.as_str()).unwrap_or(&original.url_path);
     h.rendered(&rep.validator_fields);
     if let Some(e) = encoding {
         h.field("Content-Encoding", e.token().as_bytes());
@@ -555,7 +609,7 @@ fn representation_headers(
     }
     let mut cache_control: Option<&str> = None;
     for rule in &cx.cfg.header_rules {
-        let path_ok = rule.pattern.as_ref().is_none_or(|p| p.matches(&original.url_path));
+        let path_ok = rule.pattern.as_ref().is_none_or(|p| p.matches(url));
         let mime_ok = rule.mime.as_ref().is_none_or(|m| original.content_type.starts_with(m.as_str()));
         if path_ok && mime_ok {
             if let Some(cc) = &rule.cache_control {

@@ -444,7 +444,12 @@ mod tests {
 
     const INDEX: &[String] = &[];
     fn opts() -> ResolveOptions<'static> {
-        ResolveOptions { symlinks: SymlinkPolicy::WithinRoot, dotfiles: DotfilePolicy::Deny, index: INDEX }
+        ResolveOptions {
+            symlinks: SymlinkPolicy::WithinRoot,
+            dotfiles: DotfilePolicy::Deny,
+            index: INDEX,
+            site_depth: 0,
+        }
     }
 
     fn file(l: Result<Lookup, ResolveError>) -> Rc<FileEntry> {

@@ -257,6 +257,10 @@ pub struct ResolveOptions<'a> {
     /// A name that is empty, contains `/` or NUL, or is `.`/`..` is ignored; under
     /// [`DotfilePolicy::Deny`] so is a name starting with `.`.
     pub index: &'a [String],
+    /// Leading segments of the path that name the site's directory and are not part of the
+    /// URL (thttpd `-v`: 1, the host directory). The `.well-known` exemption applies to the
+    /// first segment after them.
+    pub site_depth: usize,
 }
 
 /// What a request path resolved to.
@@ -280,7 +284,8 @@ pub enum Resolved {
 /// Map a normalized path (from [`normalize`]) to a file under the root.
 ///
 /// - A component starting with `.` is [`ResolveError::Forbidden`] under
-///   [`DotfilePolicy::Deny`], except a first component `.well-known`.
+///   [`DotfilePolicy::Deny`], except a first component `.well-known` (the first after the
+///   site's directory, [`ResolveOptions::site_depth`]).
 /// - A regular file is returned open; a directory without a trailing slash is
 ///   [`Resolved::Redirect`]; a directory with one is served through the first index name that
 ///   is a regular file, else it is `Forbidden`. A trailing slash on anything but a directory is
@@ -312,7 +317,7 @@ fn resolve_with(
 ) -> Result<Resolved, ResolveError> {
     let rel = relative_part(normalized)?;
     if opts.dotfiles == DotfilePolicy::Deny {
-        check_dotfiles(rel)?;
+        check_dotfiles(rel, opts.site_depth)?;
     }
 
     if !normalized.ends_with('/') {
@@ -389,9 +394,9 @@ fn relative_part(normalized: &str) -> Result<&str, ResolveError> {
     Ok(rel)
 }
 
-fn check_dotfiles(rel: &str) -> Result<(), ResolveError> {
+fn check_dotfiles(rel: &str, site_depth: usize) -> Result<(), ResolveError> {
     for (i, segment) in rel.split('/').enumerate() {
-        if segment.starts_with('.') && !(i == 0 && segment == ".well-known") {
+        if segment.starts_with('.') && !(i == site_depth && segment == ".well-known") {
             return Err(ResolveError::Forbidden);
         }
     }
@@ -937,7 +942,7 @@ mod tests {
         backend: Backend,
     ) -> Result<Resolved, ResolveError> {
         let index = index_names();
-        let opts = ResolveOptions { symlinks, dotfiles, index: &index };
+        let opts = ResolveOptions { symlinks, dotfiles, index: &index, site_depth: 0 };
         let mut path = String::new();
         normalize(raw.as_bytes(), &mut path)?;
         resolve_with(&t.root, &path, &opts, backend)
@@ -1073,13 +1078,13 @@ mod tests {
         let t = tree();
         assert_eq!(get(&t, "/both/", WithinRoot, DenyDots), file("/both/index.html", "html"));
         let reversed = vec!["index.htm".to_owned(), "index.html".to_owned()];
-        let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &reversed };
+        let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &reversed, site_depth: 0 };
         for backend in BACKENDS {
             let got = summarize(resolve_with(&t.root, "/both/", &opts, backend));
             assert_eq!(got, file("/both/index.htm", "htm"));
         }
         // No index names at all: every directory is "no index".
-        let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &[] };
+        let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &[], site_depth: 0 };
         assert_eq!(summarize(resolve(&t.root, "/sub/", &opts)), Got::Directory);
     }
 
@@ -1098,7 +1103,7 @@ mod tests {
         write(&t.root_path.join("sub/.idx"), "dot index");
         let names: Vec<String> =
             ["", ".", "..", "../a.txt", "x\0", ".idx", "index.html"].iter().map(|s| s.to_string()).collect();
-        let mut opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &names };
+        let mut opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &names, site_depth: 0 };
         let got = summarize(resolve(&t.root, "/sub/", &opts));
         assert_eq!(got, file("/sub/index.html", "sub index"));
         opts.dotfiles = Allow;
@@ -1165,6 +1170,24 @@ mod tests {
             assert_eq!(get(&t, "/.well-known", p, DenyDots), Got::Redirect);
             // Only as the first component, and not a prefix match.
             assert_eq!(get(&t, "/.well-known-not", p, DenyDots), Got::Status(403));
+        }
+    }
+
+    #[test]
+    fn well_known_exemption_comes_after_the_site_directory() {
+        // thttpd `-v`: "/sub" stands for a host directory, so "/sub/.well-known/x" is that
+        // host's "/.well-known/x" (issue 14, finding 12).
+        let t = tree();
+        let index = vec!["index.html".to_string()];
+        for backend in BACKENDS {
+            let opts = ResolveOptions { symlinks: WithinRoot, dotfiles: DenyDots, index: &index, site_depth: 1 };
+            let got = resolve_with(&t.root, "/sub/.well-known/x", &opts, backend);
+            assert!(matches!(got, Ok(Resolved::File { .. })), "{backend:?}: {got:?}");
+            let got = resolve_with(&t.root, "/.well-known/security.txt", &opts, backend);
+            assert!(matches!(got, Err(ResolveError::Forbidden)), "{backend:?}: {got:?}");
+            let opts = ResolveOptions { site_depth: 0, ..opts };
+            let got = resolve_with(&t.root, "/sub/.well-known/x", &opts, backend);
+            assert!(matches!(got, Err(ResolveError::Forbidden)), "{backend:?}: {got:?}");
         }
     }
 
@@ -1290,7 +1313,7 @@ mod tests {
         let t = tree();
         let index = index_names();
         for p in ALL_POLICIES {
-            let opts = ResolveOptions { symlinks: p, dotfiles: Allow, index: &index };
+            let opts = ResolveOptions { symlinks: p, dotfiles: Allow, index: &index, site_depth: 0 };
             for bad in ["a.txt", "/sub/../a.txt", "//a.txt", "/./a.txt", "/../outside/secret.txt"] {
                 let got = summarize(resolve(&t.root, bad, &opts));
                 assert_eq!(got, Got::Status(400), "{bad}");
@@ -1431,7 +1454,7 @@ mod tests {
             }
             for symlinks in [WithinRoot, Deny] {
                 for backend in BACKENDS {
-                    let opts = ResolveOptions { symlinks, dotfiles: Allow, index: &index };
+                    let opts = ResolveOptions { symlinks, dotfiles: Allow, index: &index, site_depth: 0 };
                     let Ok(Resolved::File { file, meta, url_path }) =
                         resolve_with(&t.root, &path, &opts, backend)
                     else {
