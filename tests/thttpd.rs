@@ -696,6 +696,32 @@ fn basic_auth_with_crypt_hashes() {
 }
 
 #[test]
+fn file_symlink_into_a_protected_directory_is_protected() {
+    // Issue 14, finding 9: auth follows the resolved path, as thttpd does.
+    let site = Site::new();
+    site.write("private/secret.txt", b"secret data\n");
+    site.write("pub/open.txt", b"open\n");
+    let hash = pwhash::sha512_crypt::hash("pw").unwrap();
+    site.write("private/.htpasswd", format!("admin:{hash}\n").as_bytes());
+    symlink("../private/secret.txt", site.root.join("pub/link.txt")).unwrap();
+    symlink("../private/.htpasswd", site.root.join("pub/pw.txt")).unwrap();
+    let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
+    let r = srv.get("/pub/link.txt");
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(!text(&r).contains("secret data"), "{r:?}");
+    let r = srv.get_with("/pub/link.txt", &[&basic("admin", "pw")]);
+    assert_eq!((r.status, text(&r).as_str()), (200, "secret data\n"), "{r:?}");
+    assert_eq!(srv.get("/pub/open.txt").status, 200);
+    // The password file is never served, under any name.
+    for headers in [vec![], vec![basic("admin", "pw")]] {
+        let h: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let r = srv.get_with("/pub/pw.txt", &h);
+        assert_eq!(r.status, 403, "{r:?}");
+        assert!(!text(&r).contains("$6$"), "{r:?}");
+    }
+}
+
+#[test]
 fn htpasswd_at_the_root_and_global_passwd() {
     let site = Site::new();
     site.write("sub/deep.txt", b"deep\n");

@@ -24,7 +24,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use super::{Body, Conn, Part, Staged, ALLOW};
 use crate::fs::cache::{self, DirEntry, FileEntry, Lookup};
 use crate::fs::listing;
-use crate::fs::resolve::{self, DotfilePolicy, ResolveError};
+use crate::fs::resolve::{self, DotfilePolicy, RealPath, ResolveError};
 use crate::http::conditional::{self, Conditions, Outcome, Validators};
 use crate::http::encoding::{self, Encoding};
 use crate::http::range::{self, ByteRange, Multipart, RangeSpec};
@@ -100,13 +100,13 @@ impl Conn {
         }
         match self.lookup(cx, &site, path) {
             Ok(Lookup::File(entry)) => {
-                if let Err(status) = self.check_access(cx, req, &entry.url_path, entry.mode, &site) {
+                if let Err(status) = self.check_access(cx, req, &entry.url_path, &entry.real_path, entry.mode, &site) {
                     return status;
                 }
                 self.file_response(cx, req, entry, &site)
             }
             Ok(Lookup::Directory(dir)) => {
-                if let Err(status) = self.check_access(cx, req, path, dir.mode | 0o444, &site) {
+                if let Err(status) = self.check_access(cx, req, path, &RealPath::Same, dir.mode | 0o444, &site) {
                     return status;
                 }
                 // thttpd lists only world-readable directories; its defaults turn listings on,
@@ -200,25 +200,33 @@ impl Conn {
         cx: &mut Ctx,
         req: &Request<'_>,
         url_path: &str,
+        real: &RealPath,
         mode: u32,
         site: &Site,
     ) -> Result<(), u16> {
-        self.policy(cx, req, url_path, mode, site).map_err(|r| self.refuse(cx, req, r, site))
+        self.policy(cx, req, url_path, real, mode, site).map_err(|r| self.refuse(cx, req, r, site))
     }
 
     /// Every policy that applies to a file about to be sent (the one asked for, or the
     /// precompressed variant sent instead): `.htpasswd` is never served; thttpd mode serves
-    /// only world-readable, non-executable files; `.htpasswd` authentication.
+    /// only world-readable, non-executable files; `.htpasswd` authentication. The name and
+    /// the `.htpasswd` that applies are those of where the file really is (`real`), as in
+    /// thttpd: a symlink into a protected directory is protected.
     fn policy(
         &mut self,
         cx: &mut Ctx,
         req: &Request<'_>,
         url_path: &str,
+        real: &RealPath,
         mode: u32,
         site: &Site,
     ) -> Result<(), Refusal> {
         let name = url_path.rsplit('/').next().unwrap_or("");
-        if name == auth::HTPASSWD {
+        let real_name = match real {
+            RealPath::Other(p) => p.file_name().and_then(|n| n.to_str()),
+            _ => None,
+        };
+        if name == auth::HTPASSWD || real_name == Some(auth::HTPASSWD) {
             return Err(Refusal::Forbidden);
         }
         if cx.cfg.thttpd.enabled && (mode & 0o004 == 0 || (mode & 0o001 != 0 && mode & 0o040_000 == 0)) {
@@ -243,7 +251,14 @@ impl Conn {
         };
         // The top for `-g` is the site's own directory: thttpd's `-v` host directory.
         let top = doc_root.join(site.prefix.trim_start_matches('/'));
-        let fs_dir = doc_root.join(url_dir.trim_start_matches('/'));
+        let fs_dir = match real {
+            RealPath::Same => doc_root.join(url_dir.trim_start_matches('/')),
+            // Relative to the root, or absolute (outside it): `join` handles both.
+            RealPath::Other(p) => doc_root.join(p.parent().unwrap_or(std::path::Path::new(""))),
+            RealPath::Unknown => {
+                return Err(Refusal::Error(format!("{url_path}: cannot tell which .htpasswd applies to it")));
+            }
+        };
         match cx.auth.check(&top, &fs_dir, url_dir, cx.cfg.thttpd.global_passwd, req.authorization) {
             AuthResult::Allowed => Ok(()),
             AuthResult::Authenticated { user } => {
@@ -297,7 +312,7 @@ impl Conn {
             sibling_path.push_str(enc.suffix());
             let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) else { continue };
             let newer = (sib.mtime, sib.mtime_nsec) >= (entry.mtime, entry.mtime_nsec);
-            if !newer || self.policy(cx, req, &sib.url_path, sib.mode, site).is_err() {
+            if !newer || self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site).is_err() {
                 continue;
             }
             any = true;

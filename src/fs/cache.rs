@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use memmap2::Mmap;
 
-use super::resolve::{self, DocRoot, ResolveError, ResolveOptions, Resolved};
+use super::resolve::{self, DocRoot, RealPath, ResolveError, ResolveOptions, Resolved};
 use crate::http::mime::MimeTypes;
 
 /// Where a cached file's bytes come from.
@@ -62,6 +62,8 @@ pub struct FileEntry {
     pub last_modified: Option<Box<str>>,
     /// Permission bits (thttpd mode serves only world-readable files).
     pub mode: u32,
+    /// Where the file really is when a symlink led elsewhere (`.htpasswd` rules follow it).
+    pub real_path: RealPath,
     /// The constant part of every response head for this file, rendered once: the
     /// `ETag` and `Last-Modified` fields with their CRLFs.
     pub validator_fields: Box<[u8]>,
@@ -227,15 +229,17 @@ impl FileCache {
             }
             self.remove(i);
             self.stats.misses += 1;
-            return self.insert_resolved(key, fresh, mime, now, now_secs);
+            return self.insert_resolved(root, key, fresh, mime, now, now_secs);
         }
         self.stats.misses += 1;
         let fresh = resolve::resolve(root, path, opts);
-        self.insert_resolved(key, fresh, mime, now, now_secs)
+        self.insert_resolved(root, key, fresh, mime, now, now_secs)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn insert_resolved(
         &mut self,
+        root: &DocRoot,
         key: &str,
         fresh: Result<Resolved, ResolveError>,
         mime: &MimeTypes,
@@ -244,7 +248,7 @@ impl FileCache {
     ) -> Result<Lookup, ResolveError> {
         let (value, mapped) = match fresh {
             Ok(Resolved::File { file, meta, url_path }) => {
-                let entry = self.build(file, &meta, url_path, mime, now_secs).map_err(ResolveError::Io)?;
+                let entry = self.build(root, file, &meta, url_path, mime, now_secs).map_err(ResolveError::Io)?;
                 let mapped = if matches!(entry.body, Body::Mapped(_)) { entry.size } else { 0 };
                 (Lookup::File(Rc::new(entry)), mapped)
             }
@@ -281,6 +285,7 @@ impl FileCache {
 
     fn build(
         &self,
+        root: &DocRoot,
         file: File,
         meta: &Metadata,
         url_path: String,
@@ -288,6 +293,7 @@ impl FileCache {
         now_secs: u64,
     ) -> std::io::Result<FileEntry> {
         let size = meta.len();
+        let real_path = resolve::real_path(root, &url_path, &file, meta);
         let body = if size == 0 {
             Body::Empty
         } else if size <= self.cfg.max_file {
@@ -321,6 +327,7 @@ impl FileCache {
             last_modified_secs,
             last_modified,
             mode: meta.mode(),
+            real_path,
             validator_fields: validator_fields.into_bytes().into_boxed_slice(),
             body,
         })

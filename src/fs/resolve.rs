@@ -281,6 +281,39 @@ pub enum Resolved {
     Directory { dir: File, meta: Metadata },
 }
 
+/// Where an opened file really is, for the policies that follow the resolved path rather
+/// than the URL (thttpd checks `.htpasswd` next to the file a symlink leads to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RealPath {
+    /// Where the URL path says.
+    Same,
+    /// Elsewhere (reached through a symlink): relative to the root, or absolute when outside
+    /// it (`symlinks = "follow"`).
+    Other(Box<Path>),
+    /// Could not be confirmed (no `/proc`, and the path did not lead to the same file): the
+    /// policies that need it fail closed.
+    Unknown,
+}
+
+/// Finds where `file`, opened by [`resolve`] for the URL path `url_path`, really is: the
+/// kernel's name for the descriptor (`/proc/self/fd`), else the canonical path of
+/// `root/url_path`; either is accepted only if it names the same file (device and inode).
+pub fn real_path(root: &DocRoot, url_path: &str, file: &File, meta: &Metadata) -> RealPath {
+    use std::os::unix::fs::MetadataExt;
+    let rel = Path::new(url_path.trim_start_matches('/'));
+    let same_file = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+    let by_fd = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok().filter(|p| p.is_absolute());
+    let found = by_fd
+        .filter(|p| same_file(p))
+        .or_else(|| std::fs::canonicalize(root.path.join(rel)).ok().filter(|p| same_file(p)));
+    let Some(found) = found else { return RealPath::Unknown };
+    match found.strip_prefix(&root.path) {
+        Ok(inside) if inside == rel => RealPath::Same,
+        Ok(inside) => RealPath::Other(inside.into()),
+        Err(_) => RealPath::Other(found.into_boxed_path()),
+    }
+}
+
 /// Map a normalized path (from [`normalize`]) to a file under the root.
 ///
 /// - A component starting with `.` is [`ResolveError::Forbidden`] under
@@ -1171,6 +1204,25 @@ mod tests {
             // Only as the first component, and not a prefix match.
             assert_eq!(get(&t, "/.well-known-not", p, DenyDots), Got::Status(403));
         }
+    }
+
+    #[test]
+    fn real_path_names_where_a_symlink_leads() {
+        let t = tree();
+        let index = vec!["index.html".to_string()];
+        let real = |url: &str, symlinks| {
+            let opts = ResolveOptions { symlinks, dotfiles: Allow, index: &index, site_depth: 0 };
+            match resolve(&t.root, url, &opts) {
+                Ok(Resolved::File { file, meta, url_path }) => real_path(&t.root, &url_path, &file, &meta),
+                other => panic!("{url}: {other:?}"),
+            }
+        };
+        assert_eq!(real("/a.txt", WithinRoot), RealPath::Same);
+        assert_eq!(real("/rel_in", WithinRoot), RealPath::Other(Path::new("a.txt").into()));
+        assert_eq!(real("/sub/up_in", WithinRoot), RealPath::Other(Path::new("a.txt").into()));
+        assert_eq!(real("/dir_in/b.txt", WithinRoot), RealPath::Other(Path::new("sub/b.txt").into()));
+        let outside = std::fs::canonicalize(t.outside.join("secret.txt")).unwrap();
+        assert_eq!(real("/rel_out", Follow), RealPath::Other(outside.into()));
     }
 
     #[test]
