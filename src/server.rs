@@ -4,7 +4,9 @@
 //! had an event or was left on the ready list (its budget was spent), and once a second
 //! sweeps deadlines and flushes the access log. Readiness is edge-triggered; every socket is
 //! registered once for both directions and never re-registered. Signals arrive through a
-//! signalfd in the same poll.
+//! signalfd in the same poll, and the helper thread's results (`background`, password
+//! verification) through a `mio::Waker`: a connection paused for a verification is resumed
+//! when its job is reported done.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpListener;
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
@@ -40,6 +42,8 @@ use crate::thttpd::throttle::{Throttles, THROTTLE_TIME};
 /// Connections use tokens from here up; listeners and the signalfd sit below.
 const CONN_BASE: usize = 1 << 16;
 const SIGNAL_TOKEN: Token = Token(CONN_BASE - 1);
+/// The helper thread's wake-ups (finished password verifications).
+const WAKE_TOKEN: Token = Token(CONN_BASE - 2);
 /// How long accepting pauses when the process runs out of descriptors.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Running out of descriptors is reported at most this often.
@@ -121,6 +125,7 @@ impl Ctx {
             cache_misses: self.cache.stats.misses,
             cache_entries: self.cache.len() as u64,
             cache_bytes: self.cache.mapped_bytes(),
+            auth_verifications: self.auth.verifications,
             config_file: &file,
             config_loaded: &self.config_loaded,
         };
@@ -153,6 +158,9 @@ pub struct Server {
     ready: Vec<usize>,
     /// Connections held back by a rate limit, by wake-up time.
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Paused connections by the verification job they wait for: (slab key, connection id),
+    /// the id telling a reused key apart.
+    waiters: HashMap<u64, Vec<(usize, u64)>>,
     last_throttle_update: Instant,
     signals: SignalFd,
     accept_paused_until: Option<Instant>,
@@ -347,6 +355,7 @@ impl Server {
             .register(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)), SIGNAL_TOKEN, Interest::READABLE)
             .map_err(|e| StartError(format!("epoll: {e}")))?;
 
+        let waker = Waker::new(poll.registry(), WAKE_TOKEN).map_err(|e| StartError(format!("epoll: {e}")))?;
         let limits = Limits {
             max_header_bytes: cfg.max_header_bytes,
             max_uri_bytes: cfg.max_uri_bytes,
@@ -373,7 +382,7 @@ impl Server {
             per_ip: HashMap::new(),
             vroots,
             referer: referer_policy(&cfg_ref),
-            auth: AuthCache::new(),
+            auth: AuthCache::new(std::sync::Arc::new(waker)),
             throttles: Throttles::new(cfg_ref.throttles.clone()),
             encodings: Vec::new(),
             sibling: String::new(),
@@ -414,6 +423,7 @@ impl Server {
             cx,
             ready: Vec::new(),
             timers: BinaryHeap::new(),
+            waiters: HashMap::new(),
             last_throttle_update: Instant::now(),
             signals,
             accept_paused_until: None,
@@ -454,6 +464,7 @@ impl Server {
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL_TOKEN => self.on_signals(),
+                    WAKE_TOKEN => self.on_verified(),
                     Token(t) if t < self.listeners.len() => self.accept(t),
                     Token(t) if t >= CONN_BASE => {
                         let key = t - CONN_BASE;
@@ -631,7 +642,7 @@ impl Server {
         };
         let cx = &mut self.cx;
         let outcome = catch_unwind(AssertUnwindSafe(|| conn.drive(cx)));
-        if matches!(outcome, Ok(Drive::Wait | Drive::Sleep(_) | Drive::Yield)) && !conn.registered {
+        if matches!(outcome, Ok(Drive::Wait | Drive::Sleep(_) | Drive::Yield | Drive::Pause(_))) && !conn.registered {
             // Registering reports readiness that is already there, so nothing that arrived
             // since the last read is missed (edge-triggered: EPOLL_CTL_ADD checks the state).
             let token = Token(CONN_BASE + key);
@@ -647,6 +658,7 @@ impl Server {
         match outcome {
             Ok(Drive::Wait) => {}
             Ok(Drive::Sleep(t)) => self.timers.push(Reverse((t, key))),
+            Ok(Drive::Pause(job)) => self.waiters.entry(job).or_default().push((key, conn.id())),
             Ok(Drive::Yield) => {
                 if !conn.queued {
                     conn.queued = true;
@@ -658,6 +670,20 @@ impl Server {
                 let peer = conn.peer;
                 self.cx.error(format_args!("internal error while serving {peer}; connection closed"));
                 self.close(key);
+            }
+        }
+    }
+
+    /// The helper thread finished verifications: each outcome is remembered, then the
+    /// connections waiting for it are resumed and driven (one job at a time, so an outcome
+    /// is still remembered when its waiters look for it).
+    fn on_verified(&mut self) {
+        while let Some(job) = self.cx.auth.finish() {
+            for (key, id) in self.waiters.remove(&job).unwrap_or_default() {
+                if let Some(c) = self.conns.get_mut(key).filter(|c| c.id() == id) {
+                    c.resume();
+                    self.dispatch(key);
+                }
             }
         }
     }

@@ -47,6 +47,8 @@ pub struct Snapshot<'a> {
     pub cache_misses: u64,
     pub cache_entries: u64,
     pub cache_bytes: u64,
+    /// Password verifications started (`.htpasswd`; remembered outcomes are not counted).
+    pub auth_verifications: u64,
     pub config_file: &'a str,
     pub config_loaded: &'a str,
 }
@@ -148,6 +150,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 "cache: hits {} misses {} entries {} bytes {}",
                 s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes
             );
+            let _ = writeln!(t, "auth_verifications: {}", s.auth_verifications);
             let _ = writeln!(t, "config: {} (loaded {})", s.config_file, s.config_loaded);
         }
         Format::Json => {
@@ -173,8 +176,9 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             }
             let _ = write!(
                 t,
-                "}},\"cache\":{{\"hits\":{},\"misses\":{},\"entries\":{},\"bytes\":{}}},\"config\":{{\"file\":\"",
-                s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes
+                "}},\"cache\":{{\"hits\":{},\"misses\":{},\"entries\":{},\"bytes\":{}}},\
+                 \"auth_verifications\":{},\"config\":{{\"file\":\"",
+                s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes, s.auth_verifications
             );
             let mut esc = Vec::new();
             crate::log::escape_json(&mut esc, s.config_file.as_bytes());
@@ -213,6 +217,12 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             metric("cache_misses_total", "counter", "File cache misses.", &[("", s.cache_misses)]);
             metric("cache_entries", "gauge", "File cache entries.", &[("", s.cache_entries)]);
             metric("cache_mapped_bytes", "gauge", "Bytes mapped by the file cache.", &[("", s.cache_bytes)]);
+            metric(
+                "auth_verifications_total",
+                "counter",
+                "Password verifications started.",
+                &[("", s.auth_verifications)],
+            );
         }
     }
     out.extend_from_slice(t.as_bytes());
@@ -252,6 +262,7 @@ mod tests {
             cache_misses: 2,
             cache_entries: 3,
             cache_bytes: 4,
+            auth_verifications: 0,
             config_file: "a\"b",
             config_loaded: "now",
         };

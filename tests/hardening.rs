@@ -1021,6 +1021,47 @@ fn check_prometheus(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `auth_verifications` from the JSON status page.
+fn verifications(srv: &Server) -> f64 {
+    let r = srv.get("/.status?json");
+    let j = parse_json(&r.body_text()).unwrap_or_else(|e| panic!("{e}: {}", r.body_text()));
+    j.num(&["auth_verifications"]).unwrap_or_else(|e| panic!("{e}: {}", r.body_text()))
+}
+
+#[test]
+fn auth_failures_are_remembered_and_unknown_users_are_verified() {
+    // Issue 14, finding 2: a repeated wrong password costs no new verification, and a user
+    // who is not in the file goes through the verifier like one who is.
+    let srv = Server::builder()
+        .args(&["-g"])
+        .config("[status]\nenabled = true\npath = \"/.status\"")
+        .setup(|_, root| {
+            // `openssl passwd -crypt -salt xx password`
+            fs::write(root.join(".htpasswd"), "alice:xxj31ZMTZzkVA\n").unwrap();
+        })
+        .start();
+    let get = |auth: &str| {
+        exchange(
+            srv.addr(),
+            format!("GET /file.txt HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .status
+    };
+    // base64 of "alice:wrong", "bob:password", "alice:password".
+    let (wrong, unknown, right) = ("YWxpY2U6d3Jvbmc=", "Ym9iOnBhc3N3b3Jk", "YWxpY2U6cGFzc3dvcmQ=");
+    assert_eq!(verifications(&srv), 0.0);
+    assert_eq!(get(wrong), 401);
+    assert_eq!(verifications(&srv), 1.0);
+    assert_eq!(get(wrong), 401);
+    assert_eq!(verifications(&srv), 1.0, "the second identical failure must be answered from memory");
+    assert_eq!(get(unknown), 401);
+    assert_eq!(verifications(&srv), 2.0, "an unknown user is verified (against a dummy hash) too");
+    assert_eq!(get(right), 200);
+    assert_eq!(get(right), 200);
+    assert_eq!(verifications(&srv), 3.0);
+}
+
 #[test]
 fn status_endpoint_text_json_and_prometheus_for_allowed_clients_only() {
     let srv = Server::start("[status]\nenabled = true\npath = \"/.status\"");

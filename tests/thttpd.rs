@@ -721,6 +721,54 @@ fn file_symlink_into_a_protected_directory_is_protected() {
     }
 }
 
+/// `htpasswd -nbB -C 12 alice 'correct horse'`
+const BCRYPT_12: &str = "$2y$12$2/PGhXXKgbW2TniUGHtJpu7l30pJyL0.NhGQShz/9zDpSqGGuMFvS";
+
+#[test]
+fn password_guessing_does_not_stall_other_clients() {
+    // Issue 14, finding 2: 20 pipelined wrong passwords against a bcrypt cost-12 file used to
+    // hold the only thread for about 5 s. Hashing is off the loop now: another client is
+    // answered at once (asserted within 1 s; the real figure is in benches/auth_flood.py).
+    let site = Site::new();
+    site.write("private/secret.txt", b"secret\n");
+    site.write("private/.htpasswd", format!("alice:{BCRYPT_12}\n").as_bytes());
+    let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
+    let mut attacker = connect(srv.addr);
+    let mut burst = String::new();
+    for i in 0..20 {
+        let auth = basic("alice", &format!("guess-{i}"));
+        burst.push_str(&format!("GET /private/secret.txt HTTP/1.1\r\nHost: x\r\n{auth}\r\n\r\n"));
+    }
+    attacker.write_all(burst.as_bytes()).unwrap();
+    thread::sleep(Duration::from_millis(100));
+    for _ in 0..3 {
+        let t = Instant::now();
+        let r = srv.get("/index.html");
+        let took = t.elapsed();
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(took < Duration::from_secs(1), "another client waited {took:?} behind the password guesses");
+    }
+    // The guesses are answered, in order, with 401 (or 503 when the verifier is full).
+    let r = try_read_response(&mut attacker, false).unwrap();
+    assert!(r.status == 401 || r.status == 503, "{r:?}");
+}
+
+#[test]
+fn too_costly_hash_is_refused_with_a_log_line_naming_file_and_line() {
+    // Issue 14, finding 2: bcrypt cost 13 (and more) is refused when the file is loaded.
+    let site = Site::new();
+    site.write("private/secret.txt", b"secret\n");
+    let cost13 = BCRYPT_12.replacen("$12$", "$13$", 1);
+    site.write("private/.htpasswd", format!("# team\nalice:{BCRYPT_12}\nbob:{cost13}\n").as_bytes());
+    let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
+    let r = srv.get_with("/private/secret.txt", &[&basic("bob", "correct horse")]);
+    assert_eq!(r.status, 401, "{r:?}");
+    // thttpd mode works from the served directory: the file is named relative to it.
+    let want = "./private/.htpasswd:3: bcrypt cost 13 is above the maximum of 12";
+    let err = srv.stderr_with(want);
+    assert!(err.contains(want) && err.contains("\"bob\""), "no log line {want:?} in:\n{err}");
+}
+
 #[test]
 fn htpasswd_at_the_root_and_global_passwd() {
     let site = Site::new();

@@ -4,10 +4,17 @@
 //!   Idle ──bytes──▶ Head ──complete head──▶ Send ──done, keep-alive──▶ Idle
 //!     │               │ (bad head: error response, close)   │
 //!     └──── deadline / EOF / error: close ◀─────────────────┴──done, close──▶ (Linger) ─▶ close
+//!                     │▲
+//!                     ▼│ (a password to verify off the loop; resumed when it is done)
+//!                   Paused
 //! ```
 //!
 //! * **Idle**: waiting for the first byte of a request (keep-alive deadline). Holds no buffer.
 //! * **Head**: part of a request head has arrived (header deadline, set once for the whole head).
+//! * **Paused**: a complete request waits for its credentials to be verified off the loop
+//!   (`thttpd::auth`). The request stays unread in the buffer and nothing more is read; its
+//!   deadline still runs. When the verification is done the server resumes the connection,
+//!   which parses the same request again and now finds the outcome remembered.
 //! * **Send**: a response is queued; nothing more is read until it is out (backpressure, so
 //!   pipelined requests cost no memory). A short write moves a cursor; the write-stall
 //!   deadline restarts on every byte of progress.
@@ -59,6 +66,7 @@ const ALLOW: &[u8] = b"GET, HEAD, OPTIONS";
 enum Phase {
     Idle,
     Head,
+    Paused,
     Send,
     Linger,
 }
@@ -83,6 +91,9 @@ pub enum Drive {
     Close,
     /// A rate limit holds the response back: drive again at this time.
     Sleep(Instant),
+    /// The request waits for this verification job; drive again (after
+    /// [`Conn::resume`]) once it is done.
+    Pause(u64),
 }
 
 /// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
@@ -140,6 +151,10 @@ enum WriteResult {
 pub struct Conn {
     sock: TcpStream,
     pub peer: IpAddr,
+    /// Unique for the life of the process (slab keys are reused after a close).
+    id: u64,
+    /// The verification job a paused request waits for.
+    waiting: Option<u64>,
     phase: Phase,
     /// Read buffer (from the pool), `rbuf[rstart..rend]` unconsumed.
     rbuf: Option<Box<[u8]>>,
@@ -186,6 +201,8 @@ impl Conn {
         Conn {
             sock,
             peer,
+            id: cx.counters.accepted,
+            waiting: None,
             phase: Phase::Idle,
             rbuf: None,
             rstart: 0,
@@ -214,6 +231,20 @@ impl Conn {
             vhost: None,
             throttle: None,
             limit: None,
+        }
+    }
+
+    /// Unique for the life of the process, unlike the connection's slab key.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Ends a pause: the verification the request waited for is done (or was forgotten);
+    /// the next [`Conn::drive`] parses the request again.
+    pub fn resume(&mut self) {
+        if self.phase == Phase::Paused {
+            self.phase = Phase::Head;
+            self.waiting = None;
         }
     }
 
@@ -249,7 +280,7 @@ impl Conn {
     pub fn state(&self) -> ConnState {
         match self.phase {
             Phase::Idle => ConnState::Idle,
-            Phase::Head => ConnState::Reading,
+            Phase::Head | Phase::Paused => ConnState::Reading,
             Phase::Send => ConnState::Writing,
             Phase::Linger => ConnState::Closing,
         }
@@ -318,6 +349,8 @@ impl Conn {
                     WriteResult::Sleep(t) => return Drive::Sleep(t),
                 },
                 Phase::Linger => return self.linger(cx),
+                // Readiness is remembered; nothing is read until the server resumes it.
+                Phase::Paused => return Drive::Wait,
                 Phase::Idle | Phase::Head => {
                     if answered >= REQUEST_BUDGET {
                         return Drive::Yield;
@@ -327,7 +360,11 @@ impl Conn {
                             answered += 1;
                             continue;
                         }
-                        Ok(false) => {}
+                        Ok(false) => {
+                            if let (Phase::Paused, Some(job)) = (self.phase, self.waiting) {
+                                return Drive::Pause(job);
+                            }
+                        }
                         Err(()) => return Drive::Close,
                     }
                     // Need more bytes.
@@ -368,9 +405,12 @@ impl Conn {
         let limits = cx.limits;
         let queued = match request::parse(&mut rbuf[self.rstart..self.rend], &limits) {
             Ok(Some(req)) => {
-                self.rstart += req.head_len;
-                self.respond(cx, &req);
-                true
+                let head_len = req.head_len;
+                let queued = self.respond(cx, &req);
+                if queued {
+                    self.rstart += head_len;
+                }
+                queued
             }
             Ok(None) => {
                 if self.phase == Phase::Idle {
@@ -474,13 +514,17 @@ impl Conn {
         }
     }
 
-    /// Answers a parsed request: queues head and body and enters `Send`.
-    fn respond(&mut self, cx: &mut Ctx, req: &Request<'_>) {
+    /// Answers a parsed request: queues head and body and enters `Send`; or, when the
+    /// answer waits for a verification, leaves the request unconsumed, enters `Paused` and
+    /// returns false.
+    fn respond(&mut self, cx: &mut Ctx, req: &Request<'_>) -> bool {
+        let close_before = self.close_after;
         let mut keep = req.keep_alive && !self.close_after && self.served + 1 < cx.cfg.keepalive_requests;
         match req.framing {
             Framing::None => {}
             Framing::Length(n) if n > cx.cfg.max_body_discard => {
-                return self.reject(cx, Reject { status: 413, why: "request body too large" }, req_line(req));
+                self.reject(cx, Reject { status: 413, why: "request body too large" }, req_line(req));
+                return true;
             }
             _ if req.expect_continue => {
                 // The client may be waiting for 100 Continue before it sends the body; we
@@ -504,8 +548,19 @@ impl Conn {
             }
             _ => self.simple_response(cx, 405, req, None),
         };
+        if self.waiting.is_some() {
+            // Undo what answering began; the request is parsed again on resume.
+            debug_assert_eq!(status, serve::PAUSED);
+            self.discard = Discard::None;
+            self.close_after = close_before;
+            self.user = None;
+            self.vhost = None;
+            self.phase = Phase::Paused;
+            return false;
+        }
         self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
         self.start_send(cx, status);
+        true
     }
 
     /// Answers a request that cannot be trusted, and closes after the response.

@@ -67,7 +67,17 @@ enum Refusal {
     Challenge(String),
     /// 403, and this goes to the error log.
     Error(String),
+    /// The credentials are being verified (this job): pause the request.
+    Pending(u64),
+    /// Too many verifications in flight: 503.
+    Busy,
 }
+
+/// A precompressed sibling chosen to be sent, and its encoding.
+type Variant = (Rc<FileEntry>, Encoding);
+
+/// What the serving functions return instead of a status when the request is paused.
+pub(super) const PAUSED: u16 = 0;
 
 impl Conn {
     /// Serves GET/HEAD; returns the status queued.
@@ -259,7 +269,11 @@ impl Conn {
                 return Err(Refusal::Error(format!("{url_path}: cannot tell which .htpasswd applies to it")));
             }
         };
-        match cx.auth.check(&top, &fs_dir, url_dir, cx.cfg.thttpd.global_passwd, req.authorization) {
+        let result = cx.auth.check(&top, &fs_dir, url_dir, cx.cfg.thttpd.global_passwd, req.authorization, self.peer);
+        for line in cx.auth.take_log() {
+            cx.error(format_args!("{line}"));
+        }
+        match result {
             AuthResult::Allowed => Ok(()),
             AuthResult::Authenticated { user } => {
                 self.user = Some(user);
@@ -267,6 +281,8 @@ impl Conn {
             }
             AuthResult::Challenge { realm } => Err(Refusal::Challenge(realm)),
             AuthResult::Error { message } => Err(Refusal::Error(message)),
+            AuthResult::Pending { job } => Err(Refusal::Pending(job)),
+            AuthResult::Busy => Err(Refusal::Busy),
         }
     }
 
@@ -282,6 +298,13 @@ impl Conn {
                 cx.error(format_args!("{message}"));
                 self.error_response(cx, 403, req, Some(site))
             }
+            Refusal::Pending(job) => {
+                // Nothing is queued: the connection waits, and the request is parsed again
+                // once the verification is done (`Conn::respond`).
+                self.waiting = Some(job);
+                PAUSED
+            }
+            Refusal::Busy => self.simple_response(cx, 503, req, Some(("Retry-After", b"1"))),
         }
     }
 
@@ -296,9 +319,9 @@ impl Conn {
         req: &Request<'_>,
         entry: &Rc<FileEntry>,
         site: &Site,
-    ) -> (Option<(Rc<FileEntry>, Encoding)>, bool) {
+    ) -> Result<(Option<Variant>, bool), Refusal> {
         if cx.cfg.precompressed.is_empty() || !compressible(&entry.content_type) {
-            return (None, false);
+            return Ok((None, false));
         }
         let mut accepted = std::mem::take(&mut cx.encodings);
         encoding::acceptable(req.accept_encoding, &cx.cfg.precompressed, &mut accepted);
@@ -312,8 +335,18 @@ impl Conn {
             sibling_path.push_str(enc.suffix());
             let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) else { continue };
             let newer = (sib.mtime, sib.mtime_nsec) >= (entry.mtime, entry.mtime_nsec);
-            if !newer || self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site).is_err() {
+            if !newer {
                 continue;
+            }
+            match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site) {
+                Ok(()) => {}
+                // The answer must not depend on how busy the verifier is: wait, or refuse.
+                Err(r @ (Refusal::Pending(_) | Refusal::Busy)) => {
+                    cx.sibling = sibling_path;
+                    cx.encodings = accepted;
+                    return Err(r);
+                }
+                Err(_) => continue,
             }
             any = true;
             // `accepted` is best first (client q-values, then the server's order).
@@ -325,12 +358,15 @@ impl Conn {
         }
         cx.sibling = sibling_path;
         cx.encodings = accepted;
-        (chosen.map(|(s, e, _)| (s, e)), any)
+        Ok((chosen.map(|(s, e, _)| (s, e)), any))
     }
 
     fn file_response(&mut self, cx: &mut Ctx, req: &Request<'_>, entry: Rc<FileEntry>, site: &Site) -> u16 {
         let head_only = req.method == Method::Head;
-        let (variant, vary) = self.pick_variant(cx, req, &entry, site);
+        let (variant, vary) = match self.pick_variant(cx, req, &entry, site) {
+            Ok(v) => v,
+            Err(r) => return self.refuse(cx, req, r, site),
+        };
         let (rep, encoding) = match variant {
             Some((v, e)) => (v, Some(e)),
             None => (entry.clone(), None),

@@ -1,33 +1,50 @@
 //! `.htpasswd` Basic authentication, as thttpd does it.
 //!
 //! - A `.htpasswd` file in a directory protects the files of that directory — not its
-//!   subdirectories. With `global_passwd` (`-g`), the root's `.htpasswd` protects everything;
-//!   where the root has none, the per-directory files apply (thttpd's `auth_check()`).
+//!   subdirectories. With `global_passwd` (`-g`), the top's `.htpasswd` (the root, or the
+//!   `-v` host directory) protects everything; where it has none, the per-directory files
+//!   apply (thttpd's `auth_check()`).
 //! - The file has lines `user:hash` (anything after a second `:` is ignored); blank lines and
 //!   lines starting with `#` are skipped; the first line for a user decides.
 //! - Hashes are crypt(3) strings as thttpd accepts them through the C library: traditional
 //!   DES (13 characters), `$1$` MD5, `$5$` SHA-256 and `$6$` SHA-512, plus bcrypt
 //!   (`$2a$`, `$2b$`, `$2y$`). Anything else (plaintext, Apache's `$apr1$` and `{SHA}`, …)
 //!   never matches. The computed hash is compared with the stored one in constant time.
+//! - Costs are bounded: a bcrypt cost above [`MAX_BCRYPT_COST`] or SHA-crypt `rounds=` above
+//!   [`MAX_SHA_ROUNDS`] is refused when the file is loaded (an error-log line names the file
+//!   and line, [`AuthCache::take_log`]); that user cannot log in.
 //! - Passwords longer than [`MAX_PASSWORD_LEN`] bytes never match: SHA-crypt's cost grows
-//!   with the password's length, and the event loop must not be stalled by a huge header.
+//!   with the password's length. `Authorization` values longer than
+//!   [`MAX_AUTHORIZATION_LEN`] are never verified.
 //! - The credentials must be UTF-8 (RFC 7617's default charset); the password is everything
 //!   after the first `:` (thttpd cuts it at a second `:`, RFC 7617 does not).
 //!
-//! Results: [`AuthResult::Allowed`] (no file applies), [`AuthResult::Authenticated`],
-//! [`AuthResult::Challenge`] (answer 401 with [`www_authenticate`]), or [`AuthResult::Error`]
-//! when a `.htpasswd` exists but cannot be read: answer **403**, as thttpd does ("protected by
-//! an authentication file, but the authentication file cannot be opened"), and log it.
+//! **The event loop never computes a hash.** [`AuthCache`] keeps parsed files keyed by their
+//! identity and mtime, and remembers the outcome of every verification per file — failures
+//! too — so a repeated `Authorization` value costs a comparison. Anything else goes to one
+//! helper thread ([`crate::background::Worker`]): the answer is [`AuthResult::Pending`], the
+//! connection waits with its request unread, and when [`AuthCache::finish`] reports the job
+//! done it asks again and finds the outcome remembered. At most [`VERIFY_QUEUE`]
+//! verifications are in flight, at most [`VERIFY_PER_CLIENT`] for one client address; past
+//! that the answer is [`AuthResult::Busy`] (503). A user who is not in the file costs the
+//! same as one who is: the password is verified against a hash of the file (same scheme and
+//! cost), and the result thrown away, so timing does not tell which users exist.
 //!
-//! The realm is the URL directory path (thttpd uses the directory's path). [`AuthCache`]
-//! keeps parsed files keyed by their identity and mtime, and remembers recently verified
-//! `Authorization` values per file, so the slow hash runs once per user and not on every
-//! request of the single-threaded loop.
+//! Results: [`AuthResult::Allowed`] (no file applies), [`AuthResult::Authenticated`],
+//! [`AuthResult::Challenge`] (answer 401 with [`www_authenticate`]), [`AuthResult::Pending`],
+//! [`AuthResult::Busy`], or [`AuthResult::Error`] when a `.htpasswd` exists but cannot be
+//! read: answer **403**, as thttpd does ("protected by an authentication file, but the
+//! authentication file cannot be opened"), and log it. The realm is the URL directory path
+//! (thttpd uses the directory's path).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
+use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::background::Worker;
 
 /// The password file's name.
 pub const HTPASSWD: &str = ".htpasswd";
@@ -37,6 +54,29 @@ pub const MAX_PASSWORD_LEN: usize = 256;
 
 /// A `.htpasswd` larger than this is refused as an error (403).
 pub const MAX_HTPASSWD_SIZE: u64 = 1 << 20;
+
+/// The highest bcrypt cost accepted: 2^12 rounds take about 0.3 s per verification on a
+/// current core (0.28 s measured here), the usual recommendation; each step doubles it.
+pub const MAX_BCRYPT_COST: u32 = 12;
+
+/// The highest SHA-crypt `rounds=` accepted (the default is 5000): 500,000 rounds of
+/// `$6$` cost about as much as bcrypt at [`MAX_BCRYPT_COST`].
+pub const MAX_SHA_ROUNDS: u64 = 500_000;
+
+/// `Authorization` values longer than this are never verified nor remembered: with
+/// [`MAX_PASSWORD_LEN`] and a sane user name a real one is far shorter, and it bounds what
+/// the cache of outcomes holds.
+pub const MAX_AUTHORIZATION_LEN: usize = 1024;
+
+/// Verifications in flight at once (queued or running). At bcrypt cost 12 that is about 5 s
+/// of work: a request queued behind more would wait longer than a client should, so it gets
+/// 503 instead (the loop never waits, and memory stays bounded).
+pub const VERIFY_QUEUE: usize = 16;
+
+/// Verifications in flight for one client address: a client guessing passwords on many
+/// connections holds at most this many slots of [`VERIFY_QUEUE`], so the others still get
+/// theirs verified.
+pub const VERIFY_PER_CLIENT: usize = 2;
 
 /// The decision for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,45 +100,14 @@ pub enum AuthResult {
         /// What failed, naming the file.
         message: String,
     },
-}
-
-/// For a request of a file in `fs_dir` (the filesystem directory containing the requested
-/// file, already resolved under `root`; for a directory listing, the directory itself),
-/// decides whether it may be served. In normal mode `fs_dir/.htpasswd` protects that
-/// directory only; with `global_passwd`, `root/.htpasswd` protects everything if it exists
-/// (in vhost mode pass the host's directory as `root`). `authorization` is the raw
-/// `Authorization` header value; `url_dir` is the URL path of the directory (the realm).
-///
-/// This reads the files on every call; the event loop should use [`AuthCache`].
-pub fn check(
-    root: &Path,
-    fs_dir: &Path,
-    url_dir: &str,
-    global_passwd: bool,
-    authorization: Option<&[u8]>,
-) -> AuthResult {
-    let decide = |path: &Path, realm: &str| -> Option<AuthResult> {
-        match read_htpasswd(path) {
-            Ok(None) => None,
-            Ok(Some((text, _))) => Some(decide_with(&text, realm, authorization)),
-            Err(message) => Some(AuthResult::Error { message }),
-        }
-    };
-    if global_passwd {
-        if let Some(r) = decide(&root.join(HTPASSWD), "/") {
-            return r;
-        }
-    }
-    decide(&fs_dir.join(HTPASSWD), url_dir).unwrap_or(AuthResult::Allowed)
-}
-
-fn decide_with(text: &str, realm: &str, authorization: Option<&[u8]>) -> AuthResult {
-    if let Some((user, password)) = authorization.and_then(decode_basic) {
-        if verify(text, &user, &password) {
-            return AuthResult::Authenticated { user };
-        }
-    }
-    AuthResult::Challenge { realm: escape_realm(realm) }
+    /// The credentials are being verified on the helper thread: wait until
+    /// [`AuthCache::finish`] reports `job`, then ask again.
+    Pending {
+        /// The verification's id.
+        job: u64,
+    },
+    /// Too many verifications in flight (in all, or for this client): answer 503.
+    Busy,
 }
 
 /// The value of the `WWW-Authenticate` header for a [`AuthResult::Challenge`] realm.
@@ -149,16 +158,6 @@ impl Stamp {
     }
 }
 
-/// `Ok(None)` if there is no such file (ENOENT/ENOTDIR), the text and its stamp if it can be
-/// read, an error message otherwise (fail closed).
-fn read_htpasswd(path: &Path) -> Result<Option<(String, Stamp)>, String> {
-    match probe(path) {
-        Ok(None) => Ok(None),
-        Ok(Some(_)) => read_with_stamp(path).map(Some),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
-}
-
 /// `stat` of a possible `.htpasswd`: `Ok(None)` if there is none. A dangling symlink is an
 /// error, not an absence: whoever put it there meant to protect the directory.
 fn probe(path: &Path) -> io::Result<Option<std::fs::Metadata>> {
@@ -199,16 +198,16 @@ fn read_with_stamp(path: &Path) -> Result<(String, Stamp), String> {
     Ok((text, Stamp::of(&meta)))
 }
 
-/// Iterates the `(user, hash)` entries of a `.htpasswd` text.
-fn entries(htpasswd: &str) -> impl Iterator<Item = (&str, &str)> {
-    htpasswd.lines().filter_map(|line| {
+/// Iterates the `(line number, user, hash)` entries of a `.htpasswd` text.
+fn entries(htpasswd: &str) -> impl Iterator<Item = (usize, &str, &str)> {
+    htpasswd.lines().enumerate().filter_map(|(i, line)| {
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim().is_empty() || line.starts_with('#') {
             return None;
         }
         let (user, rest) = line.split_once(':')?;
         let hash = rest.split(':').next().unwrap_or("");
-        Some((user, hash.trim_end()))
+        Some((i + 1, user, hash.trim_end()))
     })
 }
 
@@ -218,15 +217,15 @@ pub fn verify(htpasswd: &str, user: &str, password: &str) -> bool {
     if user.is_empty() {
         return false;
     }
-    match entries(htpasswd).find(|(u, _)| *u == user) {
-        Some((_, hash)) => hash_matches(password, hash),
+    match entries(htpasswd).find(|(_, u, _)| *u == user) {
+        Some((_, _, hash)) => hash_matches(password, hash),
         None => false,
     }
 }
 
 /// True if `password` hashes to `stored` under the scheme `stored` names.
 fn hash_matches(password: &str, stored: &str) -> bool {
-    if password.len() > MAX_PASSWORD_LEN || !well_formed(stored) {
+    if password.len() > MAX_PASSWORD_LEN || !usable(stored) {
         return false;
     }
     match pwhash::unix::crypt(password, stored) {
@@ -241,8 +240,29 @@ fn all_crypt64(s: &str) -> bool {
     s.bytes().all(|b| CRYPT64.contains(&b))
 }
 
+/// A stored hash the server will compute: well formed and not too costly.
+fn usable(stored: &str) -> bool {
+    well_formed(stored) && cost_error(stored).is_none()
+}
+
+/// Why a well-formed hash is too costly to verify, if it is.
+fn cost_error(stored: &str) -> Option<String> {
+    let mut parts = stored.split('$');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(""), Some("2a" | "2b" | "2y"), Some(cost)) => {
+            let cost: u32 = cost.parse().ok()?;
+            (cost > MAX_BCRYPT_COST).then(|| format!("bcrypt cost {cost} is above the maximum of {MAX_BCRYPT_COST}"))
+        }
+        (Some(""), Some("5" | "6"), Some(rounds)) => {
+            let n: u64 = rounds.strip_prefix("rounds=")?.parse().ok()?;
+            (n > MAX_SHA_ROUNDS).then(|| format!("SHA-crypt rounds={n} is above the maximum of {MAX_SHA_ROUNDS}"))
+        }
+        _ => None,
+    }
+}
+
 /// Strict shape check of a stored hash before handing it to the hashing code, so that only
-/// the formats we mean to accept are ever computed.
+/// the formats we mean to accept are ever computed ([`cost_error`] bounds the cost).
 fn well_formed(stored: &str) -> bool {
     if !stored.is_ascii() {
         return false;
@@ -372,55 +392,133 @@ fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
 
 /// Most files kept by an [`AuthCache`]; when full, it starts over.
 const CACHE_FILES: usize = 256;
-/// Most verified `Authorization` values remembered per file.
+/// Most verified `Authorization` values remembered per file (the site's active users).
 const CACHE_VERIFIED: usize = 16;
+/// Most failed `Authorization` values remembered per file, oldest forgotten first. They
+/// only need to absorb repeats (a browser re-sending stale credentials, a client replaying
+/// one guess): distinct guesses cost a verification each anyway, throttled by the single
+/// helper thread. With [`MAX_AUTHORIZATION_LEN`], a file's outcomes hold at most 80 KiB.
+const CACHE_FAILED: usize = 64;
 
 #[derive(Debug)]
 struct CachedFile {
     stamp: Stamp,
     text: String,
+    /// The first usable hash of the file: unknown users are verified against it.
+    dummy: Option<String>,
     /// Raw `Authorization` values that verified, and their user. Cleared when the file changes.
     verified: Vec<(Vec<u8>, String)>,
+    /// Raw `Authorization` values that did not.
+    failed: VecDeque<Vec<u8>>,
 }
 
-/// [`check`] with the parsed `.htpasswd` files cached by identity and mtime (one `stat` per
-/// file per request, as thttpd), and recently verified credentials remembered per file so the
-/// deliberately slow hash does not run on every request. Memory is bounded:
-/// [`MAX_HTPASSWD_SIZE`] per file, 256 files, 16 verified values per file.
-#[derive(Debug, Default)]
+/// One verification for the helper thread.
+pub struct Verify {
+    password: String,
+    hash: String,
+    /// False for an unknown user (a dummy hash): never a match, whatever the hash says.
+    known: bool,
+}
+
+fn run_verify(v: Verify) -> bool {
+    hash_matches(&v.password, &v.hash) && v.known
+}
+
+/// A verification in flight: what its outcome is remembered under.
+struct InFlight {
+    path: PathBuf,
+    stamp: Stamp,
+    authorization: Vec<u8>,
+    user: String,
+    client: IpAddr,
+}
+
+/// The `.htpasswd` decisions of the event loop: parsed files cached by identity and mtime
+/// (one `stat` per file per request, as thttpd), the outcomes of verifications remembered per
+/// file, and the helper thread that verifies (see the module docs). Memory is bounded:
+/// [`MAX_HTPASSWD_SIZE`] per file, 256 files, per file [`CACHE_VERIFIED`] successes and
+/// [`CACHE_FAILED`] failures of at most [`MAX_AUTHORIZATION_LEN`] bytes each.
 pub struct AuthCache {
     files: HashMap<PathBuf, CachedFile>,
+    worker: Worker<Verify, bool>,
+    in_flight: HashMap<u64, InFlight>,
+    /// Error-log lines from loading files, for the caller to write.
+    log: Vec<String>,
+    /// Verifications started, for the status page.
+    pub verifications: u64,
 }
 
 impl AuthCache {
-    /// An empty cache.
-    pub fn new() -> AuthCache {
-        AuthCache::default()
+    /// An empty cache whose helper thread wakes the loop through `waker`.
+    pub fn new(waker: Arc<mio::Waker>) -> AuthCache {
+        AuthCache {
+            files: HashMap::new(),
+            worker: Worker::new("ferrohttpd-auth", VERIFY_QUEUE, waker, run_verify),
+            in_flight: HashMap::new(),
+            log: Vec::new(),
+            verifications: 0,
+        }
     }
 
-    /// Same contract as [`check`].
+    /// For a request of a file in `fs_dir` (the filesystem directory containing the requested
+    /// file, already resolved; for a directory listing, the directory itself), decides
+    /// whether it may be served. Normally `fs_dir/.htpasswd` protects that directory only;
+    /// with `global_passwd`, `top/.htpasswd` protects everything if it exists (`top` is the
+    /// root, or thttpd's `-v` host directory). `authorization` is the raw `Authorization`
+    /// header value; `url_dir` is the URL path of the directory (the realm); `client` is
+    /// whose verifications are counted against [`VERIFY_PER_CLIENT`].
     pub fn check(
         &mut self,
-        root: &Path,
+        top: &Path,
         fs_dir: &Path,
         url_dir: &str,
         global_passwd: bool,
         authorization: Option<&[u8]>,
+        client: IpAddr,
     ) -> AuthResult {
         if global_passwd {
-            if let Some(r) = self.decide(&root.join(HTPASSWD), "/", authorization) {
+            if let Some(r) = self.decide(&top.join(HTPASSWD), "/", authorization, client) {
                 return r;
             }
         }
-        self.decide(&fs_dir.join(HTPASSWD), url_dir, authorization).unwrap_or(AuthResult::Allowed)
+        self.decide(&fs_dir.join(HTPASSWD), url_dir, authorization, client).unwrap_or(AuthResult::Allowed)
     }
 
-    /// Forgets everything (e.g. on SIGHUP).
+    /// Takes one finished verification from the helper thread and remembers its outcome
+    /// (a job that panicked counts as a failure). Returns its id, so the connections waiting
+    /// for it can ask again; `None` when no result is waiting.
+    pub fn finish(&mut self) -> Option<u64> {
+        let (job, result) = self.worker.try_recv()?;
+        let Some(done) = self.in_flight.remove(&job) else { return Some(job) };
+        // A file changed or forgotten meanwhile: the outcome is stale, not remembered.
+        if let Some(file) = self.files.get_mut(&done.path).filter(|f| f.stamp == done.stamp) {
+            if result == Some(true) {
+                if file.verified.len() >= CACHE_VERIFIED {
+                    file.verified.remove(0);
+                }
+                file.verified.push((done.authorization, done.user));
+            } else {
+                if file.failed.len() >= CACHE_FAILED {
+                    file.failed.pop_front();
+                }
+                file.failed.push_back(done.authorization);
+            }
+        }
+        Some(job)
+    }
+
+    /// Error-log lines produced since the last call (hashes refused at load).
+    pub fn take_log(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.log)
+    }
+
+    /// Forgets every file and outcome (e.g. on SIGHUP). Verifications in flight finish;
+    /// their outcomes are not remembered.
     pub fn clear(&mut self) {
         self.files.clear();
     }
 
-    fn decide(&mut self, path: &Path, realm: &str, authorization: Option<&[u8]>) -> Option<AuthResult> {
+    fn decide(&mut self, path: &Path, realm: &str, authorization: Option<&[u8]>, client: IpAddr) -> Option<AuthResult> {
         let meta = match probe(path) {
             Ok(Some(m)) => m,
             Ok(None) => {
@@ -440,7 +538,8 @@ impl AuthCache {
                     if self.files.len() >= CACHE_FILES {
                         self.files.clear();
                     }
-                    self.files.insert(path.to_path_buf(), CachedFile { stamp, text, verified: Vec::new() });
+                    let file = self.load(path, text, stamp);
+                    self.files.insert(path.to_path_buf(), file);
                 }
                 Err(message) => {
                     self.files.remove(path);
@@ -448,28 +547,80 @@ impl AuthCache {
                 }
             }
         }
-        let file = self.files.get_mut(path)?;
-        let Some(auth) = authorization else {
-            return Some(AuthResult::Challenge { realm: escape_realm(realm) });
+        let file = self.files.get(path)?;
+        let challenge = || Some(AuthResult::Challenge { realm: escape_realm(realm) });
+        let Some(auth) = authorization.filter(|a| a.len() <= MAX_AUTHORIZATION_LEN) else {
+            return challenge();
         };
-        // Compare against every remembered value, without stopping early.
+        // Remembered outcomes: every value compared, without stopping early.
         let mut hit = None;
         for (value, user) in &file.verified {
             if ct_eq(value, auth) {
                 hit = Some(user.clone());
             }
         }
+        let mut failed = false;
+        for value in &file.failed {
+            failed |= ct_eq(value, auth);
+        }
         if let Some(user) = hit {
             return Some(AuthResult::Authenticated { user });
         }
-        let result = decide_with(&file.text, realm, Some(auth));
-        if let AuthResult::Authenticated { user } = &result {
-            if file.verified.len() >= CACHE_VERIFIED {
-                file.verified.remove(0);
-            }
-            file.verified.push((auth.to_vec(), user.clone()));
+        if failed {
+            return challenge();
         }
-        Some(result)
+        // Not decodable, or no user: no verification could succeed, and none tells anything.
+        let Some((user, password)) = decode_basic(auth) else { return challenge() };
+        if user.is_empty() || password.len() > MAX_PASSWORD_LEN {
+            return challenge();
+        }
+        // Already being verified, for this connection or another one.
+        let same = |f: &InFlight| f.stamp == file.stamp && f.path == path && ct_eq(&f.authorization, auth);
+        if let Some((&job, _)) = self.in_flight.iter().find(|(_, f)| same(f)) {
+            return Some(AuthResult::Pending { job });
+        }
+        let stored = entries(&file.text).find(|(_, u, _)| *u == user).map(|(_, _, h)| h);
+        let (hash, known) = match (stored, &file.dummy) {
+            (Some(h), _) if usable(h) => (h.to_string(), true),
+            // An unknown user (or one whose entry is unusable) costs what a known one does.
+            (_, Some(dummy)) => (dummy.clone(), false),
+            (_, None) => return challenge(),
+        };
+        if self.in_flight.values().filter(|f| f.client == client).count() >= VERIFY_PER_CLIENT {
+            return Some(AuthResult::Busy);
+        }
+        let stamp = file.stamp;
+        match self.worker.submit(Verify { password, hash, known }) {
+            Ok(job) => {
+                self.verifications += 1;
+                let authorization = auth.to_vec();
+                self.in_flight.insert(job, InFlight { path: path.to_path_buf(), stamp, authorization, user, client });
+                Some(AuthResult::Pending { job })
+            }
+            Err(_) => Some(AuthResult::Busy),
+        }
+    }
+
+    /// Parses a file just read: refuses (and logs) hashes above the cost maxima, and picks the
+    /// hash unknown users are verified against.
+    fn load(&mut self, path: &Path, text: String, stamp: Stamp) -> CachedFile {
+        let mut dummy = None;
+        for (line, user, hash) in entries(&text) {
+            if !well_formed(hash) {
+                continue;
+            }
+            match cost_error(hash) {
+                Some(why) => {
+                    self.log.push(format!("{}:{line}: {why}; the entry for user {user:?} is refused", path.display()))
+                }
+                None => {
+                    if dummy.is_none() {
+                        dummy = Some(hash.to_string());
+                    }
+                }
+            }
+        }
+        CachedFile { stamp, text, dummy, verified: Vec::new(), failed: VecDeque::new() }
     }
 }
 
@@ -724,59 +875,93 @@ apr:$apr1$b..19uzw$6v4a6u5EpFENxX7EkKRO.0
         }
     }
 
-    fn both(site: &Site, cache: &mut AuthCache, dir: &str, url: &str, global: bool, auth: Option<&[u8]>) -> AuthResult {
-        let a = check(site.root(), &site.p(dir), url, global, auth);
-        let b = cache.check(site.root(), &site.p(dir), url, global, auth);
-        assert_eq!(a, b, "check and AuthCache::check disagree for {dir} {auth:?}");
-        b
+    /// An [`AuthCache`] with the poller its helper thread wakes, answering as the event loop
+    /// does: a pending verification is waited for, then the question asked again.
+    struct Checker {
+        cache: AuthCache,
+        poll: mio::Poll,
+    }
+
+    const CLIENT: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    impl Checker {
+        fn new() -> Checker {
+            let poll = mio::Poll::new().unwrap();
+            let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(0)).unwrap());
+            Checker { cache: AuthCache::new(waker), poll }
+        }
+
+        fn wait(&mut self, job: u64) {
+            let mut events = mio::Events::with_capacity(4);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                while let Some(done) = self.cache.finish() {
+                    if done == job {
+                        return;
+                    }
+                }
+                assert!(std::time::Instant::now() < deadline, "job {job} never finished");
+                self.poll.poll(&mut events, Some(std::time::Duration::from_secs(1))).unwrap();
+            }
+        }
+    }
+
+    fn ask(site: &Site, c: &mut Checker, dir: &str, url: &str, global: bool, auth: Option<&[u8]>) -> AuthResult {
+        for _ in 0..3 {
+            match c.cache.check(site.root(), &site.p(dir), url, global, auth, CLIENT) {
+                AuthResult::Pending { job } => c.wait(job),
+                other => return other,
+            }
+        }
+        panic!("still pending after its verification finished");
     }
 
     #[test]
     fn per_directory_protection() {
         let site = Site::new();
-        let mut cache = AuthCache::new();
+        let mut cache = Checker::new();
         fs::write(site.p("private/.htpasswd"), format!("alice:{}\n", des("al", "wonderland"))).unwrap();
         let good = basic("alice", "wonderland");
         let bad = basic("alice", "looking-glass");
         let challenge = AuthResult::Challenge { realm: "/private/".into() };
         let alice = AuthResult::Authenticated { user: "alice".into() };
         for _ in 0..2 {
-            assert_eq!(both(&site, &mut cache, "private", "/private/", false, None), challenge);
-            assert_eq!(both(&site, &mut cache, "private", "/private/", false, Some(&good)), alice);
-            assert_eq!(both(&site, &mut cache, "private", "/private/", false, Some(&bad)), challenge);
+            assert_eq!(ask(&site, &mut cache, "private", "/private/", false, None), challenge);
+            assert_eq!(ask(&site, &mut cache, "private", "/private/", false, Some(&good)), alice);
+            assert_eq!(ask(&site, &mut cache, "private", "/private/", false, Some(&bad)), challenge);
             assert_eq!(
-                both(&site, &mut cache, "private", "/private/", false, Some(&basic("bob", "wonderland"))),
+                ask(&site, &mut cache, "private", "/private/", false, Some(&basic("bob", "wonderland"))),
                 challenge
             );
-            assert_eq!(both(&site, &mut cache, "private", "/private/", false, Some(b"Basic !!!")), challenge);
+            assert_eq!(ask(&site, &mut cache, "private", "/private/", false, Some(b"Basic !!!")), challenge);
             // Not inherited by subdirectories, and no effect elsewhere.
-            assert_eq!(both(&site, &mut cache, "private/sub", "/private/sub/", false, None), AuthResult::Allowed);
-            assert_eq!(both(&site, &mut cache, "public", "/public/", false, None), AuthResult::Allowed);
-            assert_eq!(both(&site, &mut cache, "", "/", false, None), AuthResult::Allowed);
+            assert_eq!(ask(&site, &mut cache, "private/sub", "/private/sub/", false, None), AuthResult::Allowed);
+            assert_eq!(ask(&site, &mut cache, "public", "/public/", false, None), AuthResult::Allowed);
+            assert_eq!(ask(&site, &mut cache, "", "/", false, None), AuthResult::Allowed);
         }
     }
 
     #[test]
     fn global_password_file() {
         let site = Site::new();
-        let mut cache = AuthCache::new();
+        let mut cache = Checker::new();
         // Without a root file, -g falls back to the per-directory files (thttpd).
         fs::write(site.p("private/.htpasswd"), format!("alice:{}\n", des("al", "a"))).unwrap();
-        assert_eq!(both(&site, &mut cache, "public", "/public/", true, None), AuthResult::Allowed);
-        assert!(matches!(both(&site, &mut cache, "private", "/private/", true, None), AuthResult::Challenge { .. }));
+        assert_eq!(ask(&site, &mut cache, "public", "/public/", true, None), AuthResult::Allowed);
+        assert!(matches!(ask(&site, &mut cache, "private", "/private/", true, None), AuthResult::Challenge { .. }));
         fs::write(site.p(".htpasswd"), format!("root:{}\n", des("ro", "r"))).unwrap();
         let root_user = AuthResult::Authenticated { user: "root".into() };
         let challenge = AuthResult::Challenge { realm: "/".into() };
         for dir in ["", "public", "private", "private/sub"] {
-            assert_eq!(both(&site, &mut cache, dir, "/x/", true, None), challenge, "{dir}");
-            assert_eq!(both(&site, &mut cache, dir, "/x/", true, Some(&basic("root", "r"))), root_user, "{dir}");
+            assert_eq!(ask(&site, &mut cache, dir, "/x/", true, None), challenge, "{dir}");
+            assert_eq!(ask(&site, &mut cache, dir, "/x/", true, Some(&basic("root", "r"))), root_user, "{dir}");
             // The root file decides: the directory's own users do not get in.
-            assert_eq!(both(&site, &mut cache, dir, "/x/", true, Some(&basic("alice", "a"))), challenge, "{dir}");
+            assert_eq!(ask(&site, &mut cache, dir, "/x/", true, Some(&basic("alice", "a"))), challenge, "{dir}");
         }
         // Without -g the root file protects only the root directory.
-        assert_eq!(both(&site, &mut cache, "public", "/public/", false, None), AuthResult::Allowed);
+        assert_eq!(ask(&site, &mut cache, "public", "/public/", false, None), AuthResult::Allowed);
         assert_eq!(
-            both(&site, &mut cache, "", "/", false, Some(&basic("root", "r"))),
+            ask(&site, &mut cache, "", "/", false, Some(&basic("root", "r"))),
             AuthResult::Authenticated { user: "root".into() }
         );
     }
@@ -784,66 +969,142 @@ apr:$apr1$b..19uzw$6v4a6u5EpFENxX7EkKRO.0
     #[test]
     fn unreadable_file_is_an_error() {
         let site = Site::new();
-        let mut cache = AuthCache::new();
+        let mut cache = Checker::new();
         // A directory named .htpasswd cannot be read as a file.
         fs::create_dir(site.p("private/.htpasswd")).unwrap();
-        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        assert!(matches!(ask(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
         fs::remove_dir(site.p("private/.htpasswd")).unwrap();
         fs::write(site.p("private/.htpasswd"), b"u:\xff\xfe\n").unwrap();
-        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        assert!(matches!(ask(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
         fs::remove_file(site.p("private/.htpasswd")).unwrap();
         // A dangling symlink fails closed.
         std::os::unix::fs::symlink("/nonexistent/htpasswd", site.p("private/.htpasswd")).unwrap();
-        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        assert!(matches!(ask(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
         fs::remove_file(site.p("private/.htpasswd")).unwrap();
         // A FIFO is refused without blocking.
         let fifo = std::ffi::CString::new(site.p("private/.htpasswd").to_str().unwrap()).unwrap();
         // SAFETY: `fifo` is a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        assert!(matches!(ask(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
         fs::remove_file(site.p("private/.htpasswd")).unwrap();
         // A file too large.
         fs::write(site.p("private/.htpasswd"), vec![b'#'; MAX_HTPASSWD_SIZE as usize + 1]).unwrap();
-        assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+        assert!(matches!(ask(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
         // Permissions only bite when not root.
         if !crate::thttpd::privs::is_root() {
             fs::write(site.p("private/.htpasswd"), "u:aZGJuE6EXrjEE\n").unwrap();
             fs::set_permissions(site.p("private/.htpasswd"), fs::Permissions::from_mode(0o000)).unwrap();
-            assert!(matches!(both(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
+            assert!(matches!(ask(&site, &mut cache, "private", "/private/", false, None), AuthResult::Error { .. }));
         }
+    }
+
+    #[test]
+    fn failures_are_remembered_and_unknown_users_are_verified_too() {
+        let site = Site::new();
+        let mut c = Checker::new();
+        fs::write(site.p("private/.htpasswd"), format!("alice:{}\n", crypt("pw", "$5$rounds=1000$salt$"))).unwrap();
+        let challenge = AuthResult::Challenge { realm: "/private/".into() };
+        let wrong = basic("alice", "wrong");
+        assert_eq!(ask(&site, &mut c, "private", "/private/", false, Some(&wrong)), challenge);
+        assert_eq!(c.cache.verifications, 1);
+        // The same wrong value again: answered from memory, at once.
+        let r = c.cache.check(site.root(), &site.p("private"), "/private/", false, Some(&wrong), CLIENT);
+        assert_eq!(r, challenge);
+        assert_eq!(c.cache.verifications, 1, "a remembered failure costs no verification");
+        // An unknown user goes through the helper thread like a known one (a dummy hash).
+        let r = c.cache.check(site.root(), &site.p("private"), "/private/", false, Some(&basic("bob", "pw")), CLIENT);
+        assert!(matches!(r, AuthResult::Pending { .. }), "{r:?}");
+        assert_eq!(ask(&site, &mut c, "private", "/private/", false, Some(&basic("bob", "pw"))), challenge);
+        assert_eq!(c.cache.verifications, 2);
+        // ... and that user does not get in with the dummy's password.
+        assert_eq!(
+            ask(&site, &mut c, "private", "/private/", false, Some(&basic("alice", "pw"))),
+            AuthResult::Authenticated { user: "alice".into() }
+        );
+        // Undecodable or user-less credentials tell nothing: no verification.
+        for bad in [&b"Basic !!!"[..], &basic("", "pw"), &b"Bearer x"[..]] {
+            let r = c.cache.check(site.root(), &site.p("private"), "/private/", false, Some(bad), CLIENT);
+            assert_eq!(r, challenge);
+        }
+        assert_eq!(c.cache.verifications, 3);
+    }
+
+    #[test]
+    fn verifications_in_flight_are_shared_and_bounded_per_client() {
+        let site = Site::new();
+        let mut c = Checker::new();
+        fs::write(site.p("private/.htpasswd"), format!("alice:{}\n", des("al", "pw"))).unwrap();
+        let check = |c: &mut Checker, auth: &[u8], client: IpAddr| {
+            c.cache.check(site.root(), &site.p("private"), "/private/", false, Some(auth), client)
+        };
+        let AuthResult::Pending { job } = check(&mut c, &basic("alice", "a"), CLIENT) else { panic!() };
+        // The same value from another connection waits for the same job.
+        assert_eq!(check(&mut c, &basic("alice", "a"), CLIENT), AuthResult::Pending { job });
+        assert!(matches!(check(&mut c, &basic("alice", "b"), CLIENT), AuthResult::Pending { .. }));
+        assert_eq!(check(&mut c, &basic("alice", "c"), CLIENT), AuthResult::Busy, "a third for one client");
+        let other = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+        assert!(matches!(check(&mut c, &basic("alice", "c"), other), AuthResult::Pending { .. }));
+        c.wait(job);
+        assert!(matches!(check(&mut c, &basic("alice", "a"), CLIENT), AuthResult::Challenge { .. }));
+    }
+
+    #[test]
+    fn too_costly_hashes_are_refused_at_load_with_file_and_line() {
+        let site = Site::new();
+        let mut c = Checker::new();
+        let path = site.p("private/.htpasswd");
+        let cost13 = "$2y$13$d93DNV0217Pd3sN8Kcs6dOUByjOdaB1gEl9j79wsPYcsEhIcMFGgy";
+        let rounds = "$6$rounds=600000$saltsalt$TVLlQcbpFVof5W3Yz4DTP6gRstiNuHwwTt6GLc1E5n0U0aDehy0S5knV8wiOQSpT0Y77vwPZN.Pq.H91p5hVO1";
+        let ok = "$2y$12$d93DNV0217Pd3sN8Kcs6dOUByjOdaB1gEl9j79wsPYcsEhIcMFGgy";
+        assert!(well_formed(cost13) && well_formed(rounds) && usable(ok));
+        fs::write(&path, format!("# users\nslow:{cost13}\nslower:{rounds}\nfine:{ok}\n")).unwrap();
+        let r = c.cache.check(site.root(), &site.p("private"), "/private/", false, None, CLIENT);
+        assert!(matches!(r, AuthResult::Challenge { .. }));
+        let log = c.cache.take_log();
+        let p = path.display();
+        assert_eq!(
+            log,
+            [
+                format!("{p}:2: bcrypt cost 13 is above the maximum of 12; the entry for user \"slow\" is refused"),
+                format!("{p}:3: SHA-crypt rounds=600000 is above the maximum of 500000; the entry for user \"slower\" is refused"),
+            ]
+        );
+        assert!(c.cache.take_log().is_empty(), "said once per load");
+        assert!(!usable(cost13) && !usable(rounds));
+        assert!(!verify(&format!("u:{cost13}"), "u", "x"));
     }
 
     #[test]
     fn cache_follows_file_changes() {
         let site = Site::new();
-        let mut cache = AuthCache::new();
+        let mut cache = Checker::new();
         let path = site.p("private/.htpasswd");
         fs::write(&path, format!("alice:{}\n", des("al", "one"))).unwrap();
         let one = basic("alice", "one");
         let two = basic("alice", "two");
         let alice = AuthResult::Authenticated { user: "alice".into() };
-        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&one)), alice);
+        assert_eq!(ask(&site, &mut cache, "private", "/private/", false, Some(&one)), alice);
         // Remembered: same answer again.
-        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&one)), alice);
+        assert_eq!(ask(&site, &mut cache, "private", "/private/", false, Some(&one)), alice);
         // A changed file (different size, so the stamp differs even within one mtime tick).
         fs::write(&path, format!("alice:{}\n#\n", des("al", "two"))).unwrap();
         assert!(matches!(
-            cache.check(site.root(), &site.p("private"), "/private/", false, Some(&one)),
+            ask(&site, &mut cache, "private", "/private/", false, Some(&one)),
             AuthResult::Challenge { .. }
         ));
-        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&two)), alice);
+        assert_eq!(ask(&site, &mut cache, "private", "/private/", false, Some(&two)), alice);
         // Removed: open again.
         fs::remove_file(&path).unwrap();
-        assert_eq!(cache.check(site.root(), &site.p("private"), "/private/", false, Some(&two)), AuthResult::Allowed);
+        assert_eq!(ask(&site, &mut cache, "private", "/private/", false, Some(&two)), AuthResult::Allowed);
         // The verified list is bounded.
         fs::write(&path, format!("alice:{}\n", des("al", "one"))).unwrap();
         for i in 0..(CACHE_VERIFIED + 5) {
             let auth = format!("Basic  {}", b64(b"alice:one"));
             let auth = format!("{auth}{}", " ".repeat(i));
-            assert_eq!(cache.check(site.root(), &site.p("private"), "/p/", false, Some(auth.as_bytes())), alice);
+            assert_eq!(ask(&site, &mut cache, "private", "/p/", false, Some(auth.as_bytes())), alice);
         }
-        assert!(cache.files.values().all(|f| f.verified.len() <= CACHE_VERIFIED));
-        cache.clear();
-        assert!(cache.files.is_empty());
+        assert!(cache.cache.files.values().all(|f| f.verified.len() <= CACHE_VERIFIED));
+        cache.cache.clear();
+        assert!(cache.cache.files.is_empty());
     }
 }
