@@ -866,6 +866,11 @@ fn private_precompressed_sibling_is_not_sent() {
     }
     site.write("open.html", b"<p>open page</p>\n");
     site.write("open.html.gz", b"\x1f\x8bOPEN-GZ");
+    site.write("linked.html", b"<p>linked page</p>\n");
+    site.write("private/linked.html.gz", b"\x1f\x8bPROTECTED-GZ");
+    let hash = pwhash::sha512_crypt::hash("pw").unwrap();
+    site.write("private/.htpasswd", format!("admin:{hash}\n").as_bytes());
+    symlink("private/linked.html.gz", site.root.join("linked.html.gz")).unwrap();
     let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
     let r = srv.get_with("/page.html", &["Accept-Encoding: gzip"]);
     assert_eq!(r.status, 200, "{r:?}");
@@ -873,6 +878,12 @@ fn private_precompressed_sibling_is_not_sent() {
     assert_eq!(text(&r), "<p>public page</p>\n");
     // A sibling that passes is still used.
     let r = srv.get_with("/open.html", &["Accept-Encoding: gzip"]);
+    assert_eq!((r.status, r.header("Content-Encoding")), (200, Some("gzip")), "{r:?}");
+    // A sibling that is a symlink into a protected directory is not sent without credentials.
+    let r = srv.get_with("/linked.html", &["Accept-Encoding: gzip"]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.header("Content-Encoding").is_none(), "the protected .gz must not be sent: {r:?}");
+    let r = srv.get_with("/linked.html", &["Accept-Encoding: gzip", &basic("admin", "pw")]);
     assert_eq!((r.status, r.header("Content-Encoding")), (200, Some("gzip")), "{r:?}");
 }
 

@@ -214,14 +214,16 @@ impl Conn {
         mode: u32,
         site: &Site,
     ) -> Result<(), u16> {
-        self.policy(cx, req, url_path, real, mode, site).map_err(|r| self.refuse(cx, req, r, site))
+        self.policy(cx, req, url_path, real, mode, site, true).map_err(|r| self.refuse(cx, req, r, site))
     }
 
     /// Every policy that applies to a file about to be sent (the one asked for, or the
     /// precompressed variant sent instead): `.htpasswd` is never served; thttpd mode serves
     /// only world-readable, non-executable files; `.htpasswd` authentication. The name and
     /// the `.htpasswd` that applies are those of where the file really is (`real`), as in
-    /// thttpd: a symlink into a protected directory is protected.
+    /// thttpd: a symlink into a protected directory is protected. `check_auth` false skips
+    /// authentication (for a variant in the directory already checked).
+    #[allow(clippy::too_many_arguments)]
     fn policy(
         &mut self,
         cx: &mut Ctx,
@@ -230,6 +232,7 @@ impl Conn {
         real: &RealPath,
         mode: u32,
         site: &Site,
+        check_auth: bool,
     ) -> Result<(), Refusal> {
         let name = url_path.rsplit('/').next().unwrap_or("");
         let real_name = match real {
@@ -244,7 +247,7 @@ impl Conn {
             // (they would be CGI programs there).
             return Err(Refusal::Forbidden);
         }
-        if !cx.cfg.thttpd.htpasswd {
+        if !cx.cfg.thttpd.htpasswd || !check_auth {
             return Ok(());
         }
         let url_dir = match url_path.rfind('/') {
@@ -338,7 +341,10 @@ impl Conn {
             if !newer {
                 continue;
             }
-            match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site) {
+            // `x.gz` beside `x`, neither reached through a symlink: the same directory, whose
+            // `.htpasswd` was just checked for `x`; no second look at it.
+            let same_dir = sib.real_path == RealPath::Same && entry.real_path == RealPath::Same;
+            match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site, !same_dir) {
                 Ok(()) => {}
                 // The answer must not depend on how busy the verifier is: wait, or refuse.
                 Err(r @ (Refusal::Pending(_) | Refusal::Busy)) => {

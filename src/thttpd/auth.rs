@@ -413,7 +413,7 @@ struct CachedFile {
 }
 
 /// One verification for the helper thread.
-pub struct Verify {
+struct Verify {
     password: String,
     hash: String,
     /// False for an unknown user (a dummy hash): never a match, whatever the hash says.
