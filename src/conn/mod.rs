@@ -645,7 +645,10 @@ impl Conn {
                     }
                     let cache::Body::Mapped(map) = &entry.body else { return WriteResult::Closed };
                     // Only a pointer into the mapping is taken here; the kernel does the reading.
-                    (sys::send2(fd, head, &map[*pos..stop], last && stop == *end), true)
+                    // The entry's size is the mapping's, so the range is inside it; if it ever
+                    // were not, the response cannot be completed: close, as for a truncation.
+                    let Some(bytes) = map.get(*pos..stop) else { return self.truncated(cx) };
+                    (sys::send2(fd, head, bytes, last && stop == *end), true)
                 }
                 Body::File { entry, pos, end, stage } => {
                     let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };

@@ -8,8 +8,9 @@
 //!
 //! Entries are revalidated at most once per `revalidate` interval by resolving the path
 //! again (so the symlink and dotfile policies are re-applied) and comparing
-//! (dev, inode, size, mtime); any change rebuilds the entry, which is how a file replaced by
-//! `rename()` or deleted is picked up. The cache is bounded by entry count and by mapped
+//! (dev, inode, size, mtime) and (mode, owner, ctime); any change rebuilds the entry, which is
+//! how a file replaced by `rename()` or deleted is picked up, and how a `chmod` or `chown`
+//! reaches the access checks. An entry's size is its mapping's length, never a stale `fstat`'s. The cache is bounded by entry count and by mapped
 //! bytes, evicting the least recently used. Entries are reference-counted: a connection still
 //! sending from an evicted or replaced entry keeps its mapping alive until it is done.
 //!
@@ -52,6 +53,10 @@ pub struct FileEntry {
     pub size: u64,
     pub mtime: i64,
     pub mtime_nsec: i64,
+    /// Status-change time (seconds, nanoseconds): moves on chmod, chown, link and write.
+    pub ctime: (i64, i64),
+    pub uid: u32,
+    pub gid: u32,
     /// The URL path of the file served (the index file for a directory).
     pub url_path: Box<str>,
     pub content_type: Box<str>,
@@ -71,12 +76,19 @@ pub struct FileEntry {
 }
 
 impl FileEntry {
+    /// Whether `m` describes the file this entry was built from, unchanged: same inode, size
+    /// and mtime (the content), and same mode, owner and ctime (what the access checks use:
+    /// a `chmod` or `chown` must take effect at the next revalidation, not never).
     fn same_file(&self, m: &Metadata) -> bool {
         self.dev == m.dev()
             && self.ino == m.ino()
             && self.size == m.len()
             && self.mtime == m.mtime()
             && self.mtime_nsec == m.mtime_nsec()
+            && self.mode == m.mode()
+            && self.uid == m.uid()
+            && self.gid == m.gid()
+            && self.ctime == (m.ctime(), m.ctime_nsec())
     }
 }
 
@@ -292,16 +304,33 @@ impl FileCache {
         mime: &MimeTypes,
         now_secs: u64,
     ) -> std::io::Result<FileEntry> {
-        let size = meta.len();
         let real_path = resolve::real_path(root, &url_path, &file, meta);
-        let body = if size == 0 {
+        let mut meta = meta.clone();
+        let body = if meta.len() == 0 {
             Body::Empty
-        } else if size <= self.cfg.max_file {
+        } else if meta.len() <= self.cfg.max_file {
             // SAFETY: mapping a file is unsafe because the bytes can change or vanish under
             // the mapping. This process never reads them; see `Body::Mapped`.
-            Body::Mapped(unsafe { Mmap::map(&file)? })
+            let map = unsafe { Mmap::map(&file)? };
+            // `Mmap::map` maps the length the file has now, which is not `meta`'s if the file
+            // changed in between (truncated, or grown). The mapping is what will be sent, so
+            // the entry describes it: take fresh metadata; if the file is still changing, the
+            // mapping's length wins and the next revalidation sees the difference.
+            if map.len() as u64 != meta.len() {
+                meta = file.metadata()?;
+            }
+            if map.is_empty() {
+                Body::Empty
+            } else {
+                Body::Mapped(map)
+            }
         } else {
             Body::Fd(file)
+        };
+        let size = match &body {
+            Body::Empty => 0,
+            Body::Mapped(map) => map.len() as u64,
+            Body::Fd(_) => meta.len(),
         };
         let mtime_secs = u64::try_from(meta.mtime()).ok().filter(|&s| s > 1);
         let last_modified_secs = mtime_secs.map(|s| s.min(now_secs));
@@ -321,6 +350,9 @@ impl FileCache {
             size,
             mtime: meta.mtime(),
             mtime_nsec: meta.mtime_nsec(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            uid: meta.uid(),
+            gid: meta.gid(),
             content_type: mime.lookup(&url_path).into(),
             url_path: url_path.into_boxed_str(),
             etag: etag.into_boxed_str(),
@@ -506,6 +538,43 @@ mod tests {
         assert!(matches!(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0), Ok(Lookup::Status(404))));
         // The old entry is still usable by whoever holds it.
         assert_eq!(e1.size, 5);
+    }
+
+    #[test]
+    fn revalidation_sees_permission_changes() {
+        use std::os::unix::fs::PermissionsExt;
+        let (d, root, mime) = setup();
+        let mut cf = cfg();
+        cf.revalidate = Duration::ZERO;
+        let mut c = FileCache::new(cf);
+        let now = Instant::now();
+        let set =
+            |m: u32| std::fs::set_permissions(d.path().join("a.txt"), std::fs::Permissions::from_mode(m)).unwrap();
+        set(0o644);
+        let e1 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0));
+        assert_eq!(e1.mode & 0o777, 0o644);
+        // Same content, inode and mtime: only the mode (and ctime) moved.
+        set(0o755);
+        let e2 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0));
+        assert!(!Rc::ptr_eq(&e1, &e2), "a chmod rebuilds the entry");
+        assert_eq!(e2.mode & 0o777, 0o755);
+        assert_eq!(e1.etag, e2.etag, "the content did not change, nor does its validator");
+        let e3 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 0));
+        assert!(Rc::ptr_eq(&e2, &e3), "and is kept while nothing changes");
+    }
+
+    #[test]
+    fn entry_size_is_the_mapping_length() {
+        let (_d, root, mime) = setup();
+        let mut c = FileCache::new(cfg());
+        for path in ["/a.txt", "/big.bin", "/empty"] {
+            let e = file(c.get(&root, 0, path, &opts(), &mime, Instant::now(), 0));
+            match &e.body {
+                Body::Mapped(m) => assert_eq!(m.len() as u64, e.size),
+                Body::Empty => assert_eq!(e.size, 0),
+                Body::Fd(f) => assert_eq!(f.metadata().unwrap().len(), e.size),
+            }
+        }
     }
 
     #[test]
