@@ -155,6 +155,8 @@ pub struct Config {
     /// Directory listings for directories without an index file.
     pub listing: bool,
     pub listing_max_entries: usize,
+    /// Most bytes of one rendered listing (never more than `cache_max_bytes` is used).
+    pub listing_max_bytes: u64,
     pub vhosts: Vec<VirtualHost>,
     /// Throttle rules (thttpd's `-t` file or `[[throttle]]`).
     pub throttles: Vec<crate::thttpd::throttle::ThrottleRule>,
@@ -217,6 +219,7 @@ impl Default for Config {
             error_pages: BTreeMap::new(),
             listing: false,
             listing_max_entries: 10_000,
+            listing_max_bytes: 4 * 1024 * 1024,
             vhosts: Vec::new(),
             throttles: Vec::new(),
             limit_rate: 0,

@@ -80,6 +80,7 @@ struct RawCompression {
 struct RawListing {
     enabled: S<bool>,
     max_entries: S<i64>,
+    max_bytes: S<i64>,
 }
 
 #[derive(Deserialize)]
@@ -529,6 +530,9 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = l.max_entries {
             cfg.listing_max_entries = cx.int("listing.max_entries", &v, 1, 1_000_000)?;
         }
+        if let Some(v) = l.max_bytes {
+            cfg.listing_max_bytes = cx.int("listing.max_bytes", &v, 4096, 1 << 30)?;
+        }
     }
 
     if let Some(e) = raw.errors {
@@ -765,6 +769,7 @@ mod tests {
         assert_eq!(c.precompressed, d.precompressed);
         assert_eq!(c.listing, d.listing);
         assert_eq!(c.listing_max_entries, d.listing_max_entries);
+        assert_eq!(c.listing_max_bytes, d.listing_max_bytes);
         assert_eq!(c.limit_rate, d.limit_rate);
         assert_eq!(c.limit_rate_after, d.limit_rate_after);
         assert_eq!(c.min_send_rate, d.min_send_rate);

@@ -111,7 +111,8 @@ enum Body {
         buf: Vec<u8>,
         pos: usize,
     },
-    /// A range of a cached, memory-mapped file, sent with the head in one `sendmsg`.
+    /// A range of a cached, memory-mapped file or of a cached listing (shared, never copied),
+    /// sent with the head in one `sendmsg`.
     Mapped {
         entry: Rc<FileEntry>,
         pos: usize,
@@ -643,11 +644,12 @@ impl Conn {
                             return WriteResult::Sleep(t);
                         }
                     }
-                    let cache::Body::Mapped(map) = &entry.body else { return WriteResult::Closed };
                     // Only a pointer into the mapping is taken here; the kernel does the reading.
                     // The entry's size is the mapping's, so the range is inside it; if it ever
                     // were not, the response cannot be completed: close, as for a truncation.
-                    let Some(bytes) = map.get(*pos..stop) else { return self.truncated(cx) };
+                    let Some(bytes) = entry.body.bytes().and_then(|b| b.get(*pos..stop)) else {
+                        return self.truncated(cx);
+                    };
                     (sys::send2(fd, head, bytes, last && stop == *end), true)
                 }
                 Body::File { entry, pos, end, stage } => {

@@ -17,7 +17,6 @@
 //! Everything here only decides and queues; the connection's writer sends.
 
 use std::fmt::Write as _;
-use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -492,34 +491,56 @@ impl Conn {
         true
     }
 
+    /// A directory listing, from the cache (rendered at most once per version of the
+    /// directory and view), with its validators and through the same preconditions as a file.
     fn listing_response(&mut self, cx: &mut Ctx, req: &Request<'_>, dir: &DirEntry, path: &str, site: &Site) -> u16 {
         let opts = listing::ListOptions {
             show_dotfiles: cx.cfg.dotfiles == DotfilePolicy::Allow && !cx.cfg.thttpd.enabled,
             max_entries: cx.cfg.listing_max_entries,
+            // A listing always fits in the cache's byte budget, so it is never re-rendered
+            // per request for being too large to keep.
+            max_bytes: usize::try_from(cx.cfg.listing_max_bytes.min(cx.cfg.cache_max_bytes)).unwrap_or(usize::MAX),
         };
-        let (entries, truncated) = match listing::read_dir_fd(dir.dir.as_fd(), &opts) {
-            Ok(r) => r,
+        let shown = path.strip_prefix(site.prefix.as_str()).unwrap_or(path);
+        let view = listing::View::from_request(req.query.unwrap_or("").as_bytes(), req.accept);
+        let space = site.root.map_or(0, |i| i + 1);
+        let (now, now_secs) = (cx.clock.now, cx.clock.unix_secs());
+        let entry = match cx.cache.listing(dir, space, path, shown, view, &opts, now, now_secs) {
+            Ok(e) => e,
             Err(e) => {
                 cx.error(format_args!("listing {path:?}: {e}"));
                 return self.error_response(cx, 500, req, Some(site));
             }
         };
-        let shown = path.strip_prefix(site.prefix.as_str()).unwrap_or(path);
-        let json = listing::wants_json(req.query.unwrap_or("").as_bytes(), req.accept);
-        let mut buf = cx.take_body();
-        if json {
-            listing::json(shown, &entries, truncated, &mut buf);
-        } else {
-            listing::html(shown, &entries, truncated, &mut buf);
+        // No ranges for listings: If-Range has nothing to decide.
+        let conds = Conditions {
+            if_match: req.if_match,
+            if_none_match: req.if_none_match,
+            if_modified_since: req.if_modified_since,
+            if_unmodified_since: req.if_unmodified_since,
+            if_range: None,
+        };
+        let validators = Validators { etag: entry.etag.as_bytes(), last_modified: entry.last_modified_secs };
+        let status = match conditional::evaluate(true, &conds, &validators) {
+            Outcome::PreconditionFailed => return self.error_response(cx, 412, req, Some(site)),
+            Outcome::NotModified => 304,
+            Outcome::Proceed { .. } => 200,
+        };
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
+        if status == 200 {
+            h.field("Content-Type", entry.content_type.as_bytes());
+            h.number("Content-Length", entry.size);
         }
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.fixed_fields);
-        h.field("Content-Type", if json { listing::JSON_TYPE } else { listing::HTML_TYPE }.as_bytes());
-        h.number("Content-Length", buf.len() as u64);
+        h.rendered(&entry.validator_fields);
+        // Stored, but checked with the validators before every reuse.
         h.field("Cache-Control", b"no-cache");
         h.field("Vary", b"Accept");
         h.finish(!self.close_after, req.minor);
-        self.set_mem_body(cx, buf, req.method == Method::Head);
-        200
+        if status == 200 && req.method != Method::Head && entry.size > 0 {
+            let end = entry.size - 1;
+            self.body = body_for(cx, entry, ByteRange { start: 0, end });
+        }
+        status
     }
 
     /// The status endpoint, for allowed client addresses only.
@@ -637,7 +658,9 @@ impl Conn {
 fn body_for(cx: &mut Ctx, rep: Rc<FileEntry>, r: ByteRange) -> Body {
     match &rep.body {
         cache::Body::Empty => Body::None,
-        cache::Body::Mapped(_) => Body::Mapped { pos: r.start as usize, end: (r.end + 1) as usize, entry: rep },
+        cache::Body::Mapped(_) | cache::Body::Memory(_) => {
+            Body::Mapped { pos: r.start as usize, end: (r.end + 1) as usize, entry: rep }
+        }
         cache::Body::Fd(_) => {
             let stage = (!cx.cfg.sendfile).then(|| Staged { buf: cx.take_body(), pos: 0 });
             Body::File { pos: r.start, end: r.end + 1, entry: rep, stage }

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use memmap2::Mmap;
 
+use super::listing::{self, ListOptions, View};
 use super::resolve::{self, DocRoot, RealPath, ResolveError, ResolveOptions, Resolved};
 use crate::http::mime::MimeTypes;
 
@@ -44,9 +45,25 @@ pub enum Body {
     /// A file too large to map: an open descriptor, sent with `sendfile` at explicit offsets
     /// (so connections can share it).
     Fd(File),
+    /// Bytes rendered by the server (a directory listing), shared like a mapping.
+    Memory(Box<[u8]>),
 }
 
-/// A file ready to be served.
+impl Body {
+    /// The bytes to send from memory: a mapping or a rendering (`None` for a descriptor).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Body::Empty => Some(&[]),
+            Body::Mapped(map) => Some(map),
+            Body::Memory(bytes) => Some(bytes),
+            Body::Fd(_) => None,
+        }
+    }
+}
+
+/// A file ready to be served, or a rendered directory listing (`Body::Memory`: then the
+/// identity, times and mode are the directory's, `url_path` is its path and the validators
+/// are the listing's).
 pub struct FileEntry {
     pub dev: u64,
     pub ino: u64,
@@ -110,11 +127,17 @@ pub enum Lookup {
     Status(u16),
 }
 
+/// What a slot holds: the outcome of resolving a path, or a listing rendered in one view.
+enum Value {
+    Path(Lookup),
+    Listing { entry: Rc<FileEntry>, version: listing::Version },
+}
+
 struct Slot {
     key: Box<str>,
-    value: Lookup,
+    value: Value,
     checked: Instant,
-    /// Bytes of mapping this entry accounts for.
+    /// Bytes of mapping or rendering this entry accounts for.
     mapped: u64,
     prev: usize,
     next: usize,
@@ -174,7 +197,7 @@ impl FileCache {
         self.slots.is_empty()
     }
 
-    /// Bytes of files currently mapped by cached entries.
+    /// Bytes of files currently mapped, and of listings rendered, by cached entries.
     pub fn mapped_bytes(&self) -> u64 {
         self.mapped
     }
@@ -194,12 +217,7 @@ impl FileCache {
         now_secs: u64,
     ) -> Result<Lookup, ResolveError> {
         let mut key = std::mem::take(&mut self.key);
-        key.clear();
-        if space > 0 {
-            key.push_str(itoa::Buffer::new().format(space));
-            key.push('\0');
-        }
-        key.push_str(path);
+        path_key(space, path, &mut key);
         let result = self.get_keyed(root, &key, path, opts, mime, now, now_secs);
         self.key = key;
         result
@@ -218,22 +236,27 @@ impl FileCache {
     ) -> Result<Lookup, ResolveError> {
         if let Some(&i) = self.map.get(key) {
             let slot = &self.slots[i];
-            let ttl = match slot.value {
+            let Value::Path(value) = &slot.value else {
+                // Keys of paths and of listings never collide; were they to, start afresh.
+                self.remove(i);
+                return self.get_keyed(root, key, path, opts, mime, now, now_secs);
+            };
+            let ttl = match value {
                 Lookup::File(_) | Lookup::Directory(_) => self.cfg.revalidate,
                 Lookup::Redirect | Lookup::Status(_) => self.cfg.negative,
             };
             if now.saturating_duration_since(slot.checked) < ttl {
                 self.stats.hits += 1;
-                let v = slot.value.clone();
+                let v = value.clone();
                 self.touch(i);
                 return Ok(v);
             }
             // Due for revalidation: resolve again; keep the entry if the file is the same.
             let fresh = resolve::resolve(root, path, opts);
-            if let (Ok(Resolved::File { meta, .. }), Lookup::File(e)) = (&fresh, &self.slots[i].value) {
+            if let (Ok(Resolved::File { meta, .. }), Lookup::File(e)) = (&fresh, value) {
                 if e.same_file(meta) && meta.is_file() {
                     self.stats.hits += 1;
-                    let v = self.slots[i].value.clone();
+                    let v = Lookup::File(e.clone());
                     self.slots[i].checked = now;
                     self.touch(i);
                     return Ok(v);
@@ -271,8 +294,15 @@ impl FileCache {
             Err(e @ (ResolveError::NotFound | ResolveError::Forbidden)) => (Lookup::Status(e.status()), 0),
             Err(e) => return Err(e),
         };
+        self.insert(key, Value::Path(value.clone()), mapped, now);
+        Ok(value)
+    }
+
+    /// Caches `value` under `key`, evicting the least recently used entries to make room; a
+    /// value larger than the whole budget (or any value, with `max_entries = 0`) is not kept.
+    fn insert(&mut self, key: &str, value: Value, mapped: u64, now: Instant) {
         if self.cfg.max_entries == 0 || mapped > self.cfg.max_bytes {
-            return Ok(value);
+            return;
         }
         while self.slots.len() >= self.cfg.max_entries || self.mapped + mapped > self.cfg.max_bytes {
             if self.tail == NIL {
@@ -281,18 +311,109 @@ impl FileCache {
             self.remove(self.tail);
         }
         let key: Box<str> = key.into();
-        let i = self.slots.insert(Slot {
-            key: key.clone(),
-            value: value.clone(),
-            checked: now,
-            mapped,
-            prev: NIL,
-            next: NIL,
-        });
+        let i = self.slots.insert(Slot { key: key.clone(), value, checked: now, mapped, prev: NIL, next: NIL });
         self.mapped += mapped;
         self.map.insert(key, i);
         self.link_front(i);
-        Ok(value)
+    }
+
+    /// The listing of `dir` (the directory found at `path` in key space `space`, shown as
+    /// `shown`) in `view`, rendered at most once per version of the directory: a cached
+    /// rendering is used as is for `revalidate`, then the directory is read again and the
+    /// rendering kept if its [`listing::Version`] did not change. Renderings count against
+    /// the cache's byte budget like mappings.
+    #[allow(clippy::too_many_arguments)]
+    pub fn listing(
+        &mut self,
+        dir: &DirEntry,
+        space: usize,
+        path: &str,
+        shown: &str,
+        view: View,
+        opts: &ListOptions,
+        now: Instant,
+        now_secs: u64,
+    ) -> std::io::Result<Rc<FileEntry>> {
+        let mut key = std::mem::take(&mut self.key);
+        path_key(space, path, &mut key);
+        // A NUL never survives `normalize`, so no path key looks like this one.
+        key.push('\0');
+        let tag_start = key.len();
+        view.key(&mut key);
+        let result = self.listing_keyed(dir, &key, tag_start, shown, view, opts, now, now_secs);
+        self.key = key;
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn listing_keyed(
+        &mut self,
+        dir: &DirEntry,
+        key: &str,
+        tag_start: usize,
+        shown: &str,
+        view: View,
+        opts: &ListOptions,
+        now: Instant,
+        now_secs: u64,
+    ) -> std::io::Result<Rc<FileEntry>> {
+        let cached = self.map.get(key).copied();
+        if let Some(i) = cached {
+            if let Value::Listing { entry, .. } = &self.slots[i].value {
+                if now.saturating_duration_since(self.slots[i].checked) < self.cfg.revalidate {
+                    self.stats.hits += 1;
+                    let e = entry.clone();
+                    self.touch(i);
+                    return Ok(e);
+                }
+            }
+        }
+        let meta = dir.dir.metadata()?;
+        let (entries, truncated) = listing::read_dir_fd(std::os::fd::AsFd::as_fd(&dir.dir), opts)?;
+        let version = listing::version(&meta, &entries, truncated);
+        if let Some(i) = cached {
+            if let Value::Listing { entry, version: v } = &self.slots[i].value {
+                if *v == version {
+                    self.stats.hits += 1;
+                    let e = entry.clone();
+                    self.slots[i].checked = now;
+                    self.touch(i);
+                    return Ok(e);
+                }
+            }
+            self.remove(i);
+        }
+        self.stats.misses += 1;
+        let mut out = Vec::new();
+        view.render(shown, &entries, truncated, opts.max_bytes, &mut out);
+        let body = out.into_boxed_slice();
+        let size = body.len() as u64;
+        let etag = format!("\"{:016x}-{}\"", version.hash, &key[tag_start..]);
+        let last_modified_secs = Some(version.mtime.min(now_secs)).filter(|&s| s > 1);
+        let last_modified =
+            last_modified_secs.map(|s| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(s)).into_boxed_str());
+        let entry = Rc::new(FileEntry {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size,
+            mtime: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            uid: meta.uid(),
+            gid: meta.gid(),
+            url_path: shown.into(),
+            content_type: view.content_type().into(),
+            validator_fields: validator_fields(&etag, last_modified.as_deref()),
+            etag: etag.into_boxed_str(),
+            last_modified_secs,
+            last_modified,
+            mode: meta.mode(),
+            // Access to a listing is checked on its directory before it is looked up here.
+            real_path: RealPath::Same,
+            body: Body::Memory(body),
+        });
+        self.insert(key, Value::Listing { entry: entry.clone(), version }, size, now);
+        Ok(entry)
     }
 
     fn build(
@@ -327,10 +448,9 @@ impl FileCache {
         } else {
             Body::Fd(file)
         };
-        let size = match &body {
-            Body::Empty => 0,
-            Body::Mapped(map) => map.len() as u64,
-            Body::Fd(_) => meta.len(),
+        let size = match body.bytes() {
+            Some(bytes) => bytes.len() as u64,
+            None => meta.len(),
         };
         let mtime_secs = u64::try_from(meta.mtime()).ok().filter(|&s| s > 1);
         let last_modified_secs = mtime_secs.map(|s| s.min(now_secs));
@@ -338,12 +458,6 @@ impl FileCache {
             last_modified_secs.map(|s| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(s)).into_boxed_str());
         let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + meta.mtime_nsec() as i128;
         let etag = format!("\"{:x}-{:x}-{:x}\"", meta.ino(), size, mtime_ns.max(0));
-        let mut validator_fields = format!("ETag: {etag}\r\n");
-        if let Some(lm) = &last_modified {
-            validator_fields.push_str("Last-Modified: ");
-            validator_fields.push_str(lm);
-            validator_fields.push_str("\r\n");
-        }
         Ok(FileEntry {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -355,12 +469,12 @@ impl FileCache {
             gid: meta.gid(),
             content_type: mime.lookup(&url_path).into(),
             url_path: url_path.into_boxed_str(),
+            validator_fields: validator_fields(&etag, last_modified.as_deref()),
             etag: etag.into_boxed_str(),
             last_modified_secs,
             last_modified,
             mode: meta.mode(),
             real_path,
-            validator_fields: validator_fields.into_bytes().into_boxed_slice(),
             body,
         })
     }
@@ -370,7 +484,10 @@ impl FileCache {
         let found = self
             .slots
             .iter()
-            .find(|(_, s)| matches!(&s.value, Lookup::File(e) if Rc::ptr_eq(e, entry)))
+            .find(|(_, s)| match &s.value {
+                Value::Path(Lookup::File(e)) | Value::Listing { entry: e, .. } => Rc::ptr_eq(e, entry),
+                Value::Path(_) => false,
+            })
             .map(|(i, _)| i);
         if let Some(i) = found {
             self.remove(i);
@@ -453,6 +570,27 @@ impl FileCache {
         }
         loaded
     }
+}
+
+/// The cache key of `path` in key space `space` (0 for the main root, no prefix).
+fn path_key(space: usize, path: &str, key: &mut String) {
+    key.clear();
+    if space > 0 {
+        key.push_str(itoa::Buffer::new().format(space));
+        key.push('\0');
+    }
+    key.push_str(path);
+}
+
+/// The `ETag` and `Last-Modified` fields with their CRLFs, rendered once per entry.
+fn validator_fields(etag: &str, last_modified: Option<&str>) -> Box<[u8]> {
+    let mut fields = format!("ETag: {etag}\r\n");
+    if let Some(lm) = last_modified {
+        fields.push_str("Last-Modified: ");
+        fields.push_str(lm);
+        fields.push_str("\r\n");
+    }
+    fields.into_bytes().into_boxed_slice()
 }
 
 #[cfg(test)]
@@ -573,8 +711,65 @@ mod tests {
                 Body::Mapped(m) => assert_eq!(m.len() as u64, e.size),
                 Body::Empty => assert_eq!(e.size, 0),
                 Body::Fd(f) => assert_eq!(f.metadata().unwrap().len(), e.size),
+                Body::Memory(_) => panic!("a file is never rendered"),
             }
         }
+    }
+
+    fn dir_entry(c: &mut FileCache, root: &DocRoot, mime: &MimeTypes, path: &str) -> Rc<DirEntry> {
+        match c.get(root, 0, path, &opts(), mime, Instant::now(), 0) {
+            Ok(Lookup::Directory(d)) => d,
+            _ => panic!("not a directory"),
+        }
+    }
+
+    #[test]
+    fn listings_are_rendered_once_per_version_and_view() {
+        let (d, root, mime) = setup();
+        std::fs::write(d.path().join("d/one.txt"), b"1").unwrap();
+        let mut cf = cfg();
+        cf.revalidate = Duration::from_secs(10);
+        let mut c = FileCache::new(cf);
+        let dir = dir_entry(&mut c, &root, &mime, "/d/");
+        let lo = ListOptions { show_dotfiles: false, max_entries: 100, max_bytes: 1 << 20 };
+        let html = View { format: listing::Format::Html };
+        let json = View { format: listing::Format::Json };
+        let t0 = Instant::now();
+        let get = |c: &mut FileCache, v: View, t: Instant| {
+            c.listing(&dir, 0, "/d/", "/d/", v, &lo, t, 2_000_000_000).unwrap()
+        };
+        let a = get(&mut c, html, t0);
+        assert!(matches!(&a.body, Body::Memory(b) if b.len() as u64 == a.size && a.size > 0));
+        assert_eq!(&*a.content_type, listing::HTML_TYPE);
+        assert!(a.etag.starts_with('"') && a.etag.ends_with("-h\""), "{}", a.etag);
+        let before = c.mapped_bytes();
+        assert!(before >= a.size, "the rendering counts against the byte budget");
+        // Fresh: the same bytes, shared.
+        assert!(Rc::ptr_eq(&a, &get(&mut c, html, t0)));
+        // Another view is another entry with another tag.
+        let j = get(&mut c, json, t0);
+        assert_eq!(&*j.content_type, listing::JSON_TYPE);
+        assert_ne!(a.etag, j.etag);
+        // Due for revalidation but unchanged: kept, not rendered again.
+        let later = t0 + Duration::from_secs(11);
+        assert!(Rc::ptr_eq(&a, &get(&mut c, html, later)));
+        // Changed: a new rendering with a new validator, seen at the next revalidation.
+        std::fs::write(d.path().join("d/two.txt"), b"22").unwrap();
+        assert!(Rc::ptr_eq(&a, &get(&mut c, html, later)), "fresh until revalidate has passed");
+        let b = get(&mut c, html, later + Duration::from_secs(11));
+        assert!(!Rc::ptr_eq(&a, &b));
+        assert_ne!(a.etag, b.etag);
+        // A file's size changing (the directory's mtime does not move) is a new version too.
+        std::fs::write(d.path().join("d/two.txt"), b"333").unwrap();
+        let b2 = get(&mut c, html, later + Duration::from_secs(22));
+        assert_ne!(b.etag, b2.etag);
+        // Bounded by the entry count like everything else, and with nothing cached at all.
+        let mut none = cfg();
+        none.max_entries = 0;
+        let mut c0 = FileCache::new(none);
+        let x = c0.listing(&dir, 0, "/d/", "/d/", html, &lo, t0, 0).unwrap();
+        assert!(x.size > 0);
+        assert_eq!(c0.len(), 0);
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //!   entry than that has been accepted, and the listing is reported truncated. The entries kept
 //!   are then the first ones in directory order (sorted afterwards), not the first by name:
 //!   finding those would mean reading the whole directory, which is what the bound prevents.
+//!   A rendering is bounded too: rows past `max_bytes` are left out, and it says so.
+//! - Versioned: [`version`] hashes everything a rendering depends on, so a cached rendering is
+//!   reused while the hash holds (`fs::cache`), and the hash is the listing's ETag. A
+//!   [`View`] (HTML or JSON today) is the other half of the cache key.
 //! - Only what the server could serve is listed: directories and regular files, with valid
 //!   UTF-8 names (request paths are UTF-8), dotfiles only when `show_dotfiles`. A symlink is
 //!   listed with its target's metadata and skipped if the target cannot be examined (dangling,
@@ -46,6 +50,9 @@ pub struct ListOptions {
     pub show_dotfiles: bool,
     /// Most entries to return; beyond it the listing is truncated (e.g. 10 000).
     pub max_entries: usize,
+    /// Most bytes a rendered listing may take: rows that would not fit are left out and the
+    /// listing says it was cut short (the page's heading and footing are always there).
+    pub max_bytes: usize,
 }
 
 /// Reads the directory at `dir` (see [`read_dir_fd`]).
@@ -168,9 +175,16 @@ impl Drop for DirStream {
     }
 }
 
+/// Room kept at the end of an HTML page for its footing with the "only N are shown" note.
+const HTML_FOOT: usize = 128;
+/// The footing of a complete HTML listing.
+const HTML_END: &[u8] = b"</table>\n</body></html>\n";
+
 /// Appends an HTML page listing `entries` of the directory at URL path `url_path` (decoded,
-/// ending in `/`).
-pub fn html(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8>) {
+/// ending in `/`). Rows that would take the output past `max_bytes` are left out, and the page
+/// then says how many are shown, as for a `truncated` reading.
+pub fn html(url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize, out: &mut Vec<u8>) {
+    let start = out.len();
     out.extend_from_slice(b"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">");
     out.extend_from_slice(b"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
     out.extend_from_slice(b"<title>Index of ");
@@ -187,7 +201,9 @@ pub fn html(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8
         out.extend_from_slice(b"<tr><td><a href=\"../\">../</a></td><td class=\"s\">-</td><td></td></tr>\n");
     }
     let mut n = itoa::Buffer::new();
-    for e in entries {
+    let mut shown = entries.len();
+    for (i, e) in entries.iter().enumerate() {
+        let row = out.len();
         out.extend_from_slice(b"<tr><td><a href=\"");
         percent_encode(&e.name, out);
         if e.is_dir {
@@ -206,11 +222,18 @@ pub fn html(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8
         }
         utc_minutes(e.mtime, out);
         out.extend_from_slice(b"</td></tr>\n");
+        // Room for the footing: the short one after the last row of a complete listing.
+        let foot = if i + 1 == entries.len() && !truncated { HTML_END.len() } else { HTML_FOOT };
+        if out.len() - start + foot > max_bytes {
+            out.truncate(row);
+            shown = i;
+            break;
+        }
     }
     out.extend_from_slice(b"</table>\n");
-    if truncated {
+    if truncated || shown < entries.len() {
         out.extend_from_slice(b"<p>This directory has more entries; only ");
-        out.extend_from_slice(n.format(entries.len()).as_bytes());
+        out.extend_from_slice(n.format(shown).as_bytes());
         out.extend_from_slice(b" are shown.</p>\n");
     }
     out.extend_from_slice(b"</body></html>\n");
@@ -218,13 +241,19 @@ pub fn html(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8
 
 /// Appends the listing as JSON:
 /// `{"path":"/d/","truncated":false,"entries":[{"name":"a","type":"file","size":1,"mtime":2}]}`.
-pub fn json(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8>) {
+/// Entries that would take the output past `max_bytes` are left out, and `truncated` is then
+/// true.
+pub fn json(url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize, out: &mut Vec<u8>) {
+    const FOOT: usize = 3; // "]}\n"
+    let start = out.len();
     let mut n = itoa::Buffer::new();
     out.extend_from_slice(b"{\"path\":");
     json_string(url_path, out);
+    let flag = out.len() + b",\"truncated\":".len();
     out.extend_from_slice(if truncated { b",\"truncated\":true" } else { b",\"truncated\":false" });
     out.extend_from_slice(b",\"entries\":[");
     for (i, e) in entries.iter().enumerate() {
+        let row = out.len();
         if i > 0 {
             out.push(b',');
         }
@@ -236,6 +265,15 @@ pub fn json(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8
         out.extend_from_slice(b",\"mtime\":");
         out.extend_from_slice(n.format(e.mtime).as_bytes());
         out.push(b'}');
+        if out.len() - start + FOOT > max_bytes {
+            out.truncate(row);
+            if !truncated {
+                // `false` becomes `true`: one byte shorter.
+                out[flag..flag + 4].copy_from_slice(b"true");
+                out.remove(flag + 4);
+            }
+            break;
+        }
     }
     out.extend_from_slice(b"]}\n");
 }
@@ -244,6 +282,80 @@ pub fn json(url_path: &str, entries: &[Entry], truncated: bool, out: &mut Vec<u8
 pub const HTML_TYPE: &str = "text/html; charset=utf-8";
 /// `Content-Type` of [`json`] output.
 pub const JSON_TYPE: &str = "application/json";
+
+/// The output format of a listing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Html,
+    Json,
+}
+
+/// Which rendering of a directory's listing a request gets: everything the bytes depend on
+/// besides the directory itself. It is a component of the listing's cache key and of its
+/// ETag ([`View::key`]), so another view (a sort order, a gallery) is one more field here
+/// and one more character of the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    pub format: Format,
+}
+
+impl View {
+    /// The view a request asks for (see [`wants_json`]).
+    pub fn from_request(query: &[u8], accept: Option<&[u8]>) -> View {
+        View { format: if wants_json(query, accept) { Format::Json } else { Format::Html } }
+    }
+
+    /// Appends the view's key: characters from `[a-z0-9]`, distinct for distinct views, fit
+    /// for a cache key and inside an entity tag.
+    pub fn key(&self, out: &mut String) {
+        out.push(match self.format {
+            Format::Html => 'h',
+            Format::Json => 'j',
+        });
+    }
+
+    pub fn content_type(&self) -> &'static str {
+        match self.format {
+            Format::Html => HTML_TYPE,
+            Format::Json => JSON_TYPE,
+        }
+    }
+
+    /// Appends the listing in this view (see [`html`] and [`json`]).
+    pub fn render(&self, url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize, out: &mut Vec<u8>) {
+        match self.format {
+            Format::Html => html(url_path, entries, truncated, max_bytes, out),
+            Format::Json => json(url_path, entries, truncated, max_bytes, out),
+        }
+    }
+}
+
+/// The version of a directory's listing: what its rendering depends on, read from the
+/// directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    /// A hash of the directory's identity (device, inode), of every entry listed (name,
+    /// kind, size, mtime), of whether the reading was cut short, and of this program's
+    /// version (the templates). Equal hashes mean the same rendering for the same view.
+    pub hash: u64,
+    /// The latest mtime of the directory and its entries, seconds since the epoch.
+    pub mtime: u64,
+}
+
+/// The [`Version`] of a directory with metadata `dir` and the entries read from it.
+pub fn version(dir: &std::fs::Metadata, entries: &[Entry], truncated: bool) -> Version {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut h = std::hash::DefaultHasher::new();
+    env!("CARGO_PKG_VERSION").hash(&mut h);
+    (dir.dev(), dir.ino(), truncated, entries.len()).hash(&mut h);
+    let mut mtime = u64::try_from(dir.mtime()).unwrap_or(0);
+    for e in entries {
+        (&e.name, e.is_dir, e.size, e.mtime).hash(&mut h);
+        mtime = mtime.max(e.mtime);
+    }
+    Version { hash: h.finish(), mtime }
+}
 
 /// Whether a listing request asks for JSON rather than HTML. `query` is the raw query string
 /// (without `?`): `format=json` or `format=html` decides. Otherwise the `Accept` field does:
@@ -340,7 +452,8 @@ fn json_string(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// `512 B`, `1.5 KiB`, `23 MiB`: one decimal below 10 units, none above.
+/// `512 B`, `1.5 KiB`, `23 MiB`: one decimal below 10 units, none above. Written without
+/// allocating: a listing renders two of these per entry.
 fn human_size(size: u64, out: &mut Vec<u8>) {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut n = itoa::Buffer::new();
@@ -355,8 +468,14 @@ fn human_size(size: u64, out: &mut Vec<u8>) {
         scaled /= 1024.0;
         unit += 1;
     }
-    let text = if scaled < 10.0 { format!("{scaled:.1}") } else { format!("{scaled:.0}") };
-    out.extend_from_slice(text.as_bytes());
+    let tenths = (scaled * 10.0).round() as u64;
+    if tenths < 100 {
+        out.extend_from_slice(n.format(tenths / 10).as_bytes());
+        out.push(b'.');
+        out.push(b'0' + (tenths % 10) as u8);
+    } else {
+        out.extend_from_slice(n.format(scaled.round() as u64).as_bytes());
+    }
     out.push(b' ');
     out.extend_from_slice(UNITS[unit].as_bytes());
 }
@@ -366,8 +485,22 @@ fn utc_minutes(secs: u64, out: &mut Vec<u8>) {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     let (y, m, d) = crate::http::date::civil_from_days(i64::try_from(days).unwrap_or(i64::MAX / 2));
-    let text = format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem / 60 % 60);
-    out.extend_from_slice(text.as_bytes());
+    let two = |v: u64, out: &mut Vec<u8>| out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
+    match u64::try_from(y) {
+        Ok(y) if y <= 9999 => {
+            two(y / 100, out);
+            two(y % 100, out);
+        }
+        _ => out.extend_from_slice(format!("{y:04}").as_bytes()),
+    }
+    out.push(b'-');
+    two(u64::try_from(m).unwrap_or(0), out);
+    out.push(b'-');
+    two(u64::try_from(d).unwrap_or(0), out);
+    out.push(b' ');
+    two(rem / 3600, out);
+    out.push(b':');
+    two(rem / 60 % 60, out);
 }
 
 #[cfg(test)]
@@ -383,7 +516,7 @@ mod tests {
     }
 
     fn opts(show_dotfiles: bool, max_entries: usize) -> ListOptions {
-        ListOptions { show_dotfiles, max_entries }
+        ListOptions { show_dotfiles, max_entries, max_bytes: usize::MAX }
     }
 
     fn e(name: &str, is_dir: bool, size: u64, mtime: u64) -> Entry {
@@ -472,7 +605,7 @@ mod tests {
             e("javascript:alert(1)", false, 1, 0),
         ];
         let mut out = Vec::new();
-        html("/docs/<x>/", &entries, false, &mut out);
+        html("/docs/<x>/", &entries, false, usize::MAX, &mut out);
         let page = String::from_utf8(out).unwrap();
         assert!(page.contains("<title>Index of /docs/&lt;x&gt;/</title>"));
         assert!(page.contains("<a href=\"../\">../</a>"));
@@ -493,10 +626,72 @@ mod tests {
         assert!(page.find("d&amp;").unwrap() < page.find("&lt;script").unwrap());
 
         let mut out = Vec::new();
-        html("/", &[], true, &mut out);
+        html("/", &[], true, usize::MAX, &mut out);
         let page = String::from_utf8(out).unwrap();
         assert!(!page.contains("../"));
         assert!(page.contains("only 0 are shown"));
+    }
+
+    #[test]
+    fn renderings_are_cut_at_max_bytes() {
+        let entries: Vec<Entry> = (0..200).map(|i| e(&format!("file-{i:03}.txt"), false, i, 0)).collect();
+        let mut full = Vec::new();
+        html("/d/", &entries, false, usize::MAX, &mut full);
+        for limit in [1000, 2000, 5000, full.len() - 1] {
+            let mut out = b"prefix".to_vec();
+            html("/d/", &entries, false, limit, &mut out);
+            let page = String::from_utf8(out[6..].to_vec()).unwrap();
+            assert!(page.len() <= limit, "{} > {limit}", page.len());
+            let rows = page.matches("<tr><td><a href=\"file-").count();
+            assert!(rows < 200);
+            assert!(page.contains(&format!("only {rows} are shown.")), "{page}");
+            assert!(page.ends_with(" are shown.</p>\n</body></html>\n"), "{page}");
+        }
+        let mut out = Vec::new();
+        html("/d/", &entries, false, full.len(), &mut out);
+        assert_eq!(out, full, "a limit the page fits in changes nothing");
+
+        let mut full = Vec::new();
+        json("/d/", &entries, false, usize::MAX, &mut full);
+        for limit in [100, 1000, full.len() - 1] {
+            let mut out = Vec::new();
+            json("/d/", &entries, false, limit, &mut out);
+            assert!(out.len() <= limit, "{} > {limit}", out.len());
+            let text = String::from_utf8(out).unwrap();
+            let Json::Obj(fields) = parse_json(&text) else { panic!("object") };
+            assert_eq!(fields[1], ("truncated".to_owned(), Json::Bool(true)), "{text}");
+        }
+        let mut out = Vec::new();
+        json("/d/", &entries, false, full.len(), &mut out);
+        assert_eq!(out, full);
+    }
+
+    #[test]
+    fn versions_follow_the_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let meta = fs::metadata(tmp.path()).unwrap();
+        let a = [e("a", false, 1, 100), e("b", true, 0, 200)];
+        let v = version(&meta, &a, false);
+        assert_eq!(v, version(&meta, &a, false));
+        assert_eq!(v.mtime, 200.max(meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()));
+        for changed in [
+            [e("a", false, 2, 100), e("b", true, 0, 200)],
+            [e("a", false, 1, 101), e("b", true, 0, 200)],
+            [e("a", true, 1, 100), e("b", true, 0, 200)],
+            [e("c", false, 1, 100), e("b", true, 0, 200)],
+        ] {
+            assert_ne!(v.hash, version(&meta, &changed, false).hash, "{changed:?}");
+        }
+        assert_ne!(v.hash, version(&meta, &a, true).hash);
+        assert_ne!(v.hash, version(&meta, &a[..1], false).hash);
+        let other = fs::metadata(tmp.path().parent().unwrap()).unwrap();
+        assert_ne!(v.hash, version(&other, &a, false).hash, "another directory");
+        let mut k = String::new();
+        View { format: Format::Html }.key(&mut k);
+        View { format: Format::Json }.key(&mut k);
+        assert_eq!(k, "hj");
+        assert_eq!(View::from_request(b"format=json", None).content_type(), JSON_TYPE);
+        assert_eq!(View::from_request(b"", Some(b"*/*")).content_type(), HTML_TYPE);
     }
 
     #[test]
@@ -658,7 +853,7 @@ mod tests {
     #[test]
     fn json_exact_and_valid() {
         let mut out = Vec::new();
-        json("/a/", &[e("d", true, 0, 1), e("f", false, 2, 3)], false, &mut out);
+        json("/a/", &[e("d", true, 0, 1), e("f", false, 2, 3)], false, usize::MAX, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "{\"path\":\"/a/\",\"truncated\":false,\"entries\":[\
@@ -666,7 +861,7 @@ mod tests {
              {\"name\":\"f\",\"type\":\"file\",\"size\":2,\"mtime\":3}]}\n"
         );
         let mut out = Vec::new();
-        json("/", &[], true, &mut out);
+        json("/", &[], true, usize::MAX, &mut out);
         assert_eq!(out, b"{\"path\":\"/\",\"truncated\":true,\"entries\":[]}\n");
 
         let tricky = [
@@ -679,7 +874,7 @@ mod tests {
         ];
         let entries: Vec<Entry> = tricky.iter().map(|n| e(n, false, u64::MAX, 0)).collect();
         let mut out = Vec::new();
-        json("/\"q\"/", &entries, false, &mut out);
+        json("/\"q\"/", &entries, false, usize::MAX, &mut out);
         let text = String::from_utf8(out).unwrap();
         assert!(!text.contains('<') && !text.contains('>') && !text.contains('&'));
         let Json::Obj(fields) = parse_json(&text) else { panic!("object") };

@@ -1,0 +1,238 @@
+//! Directory listings as cacheable representations (issue 14): validators derived from the
+//! directory's version and the same preconditions as files; a flood of listing requests of a 10,000-entry directory
+//! neither stalls other clients nor grows the server's memory per connection.
+//!
+//! Timing and memory bounds here are generous on purpose (the machine is shared); the real
+//! figures come from `benches/listing_flood.py`. Every socket has a timeout and every loop is
+//! bounded in time.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{connect, try_read_response, Response, Server};
+
+/// `METHOD path` with extra header lines, on a fresh connection.
+fn request(srv: &Server, method: &str, path: &str, headers: &[&str]) -> Response {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    let mut s = srv.connect();
+    s.write_all(req.as_bytes()).unwrap();
+    try_read_response(&mut s, method == "HEAD").unwrap_or_else(|e| panic!("no response to {method} {path}: {e}"))
+}
+
+fn get(srv: &Server, path: &str, headers: &[&str]) -> Response {
+    request(srv, "GET", path, headers)
+}
+
+fn etag(r: &Response) -> String {
+    r.header("ETag").unwrap_or_else(|| panic!("no ETag: {}", r.describe())).to_string()
+}
+
+#[test]
+fn listings_have_validators_and_honour_preconditions() {
+    let srv = Server::start("[listing]\nenabled = true");
+    let r = get(&srv, "/noindex/", &[]);
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let tag = etag(&r);
+    assert!(tag.starts_with('"') && tag.ends_with('"') && tag.len() > 2, "a strong ETag: {tag}");
+    let lm = r.header("Last-Modified").expect("Last-Modified").to_string();
+    assert_eq!(r.header("Cache-Control"), Some("no-cache"), "{}", r.describe());
+    assert!(r.header_has_token("Vary", "Accept"), "{}", r.describe());
+    assert!(r.body_text().contains("file.txt"));
+
+    // RFC 9110 §13.1.2: `*` matches any current representation: 304 for GET and HEAD.
+    for method in ["GET", "HEAD"] {
+        let r = request(&srv, method, "/noindex/", &["If-None-Match: *"]);
+        assert_eq!(r.status, 304, "{method} If-None-Match: *: {}", r.describe());
+        assert!(r.body.is_empty());
+        assert_eq!(r.header("ETag"), Some(tag.as_str()), "a 304 carries the validator");
+        assert!(r.header_has_token("Vary", "Accept"), "and Vary: {}", r.describe());
+        assert_eq!(r.header("Cache-Control"), Some("no-cache"));
+    }
+    let r = get(&srv, "/noindex/", &[&format!("If-None-Match: \"nope\", {tag}")]);
+    assert_eq!(r.status, 304, "{}", r.describe());
+    let r = get(&srv, "/noindex/", &[&format!("If-Modified-Since: {lm}")]);
+    assert_eq!(r.status, 304, "{}", r.describe());
+    // RFC 9110 §13.1.1: If-Match with a tag that is not the current one: 412.
+    let r = get(&srv, "/noindex/", &["If-Match: \"x\""]);
+    assert_eq!(r.status, 412, "{}", r.describe());
+    for ok in ["*".to_string(), tag.clone()] {
+        let r = get(&srv, "/noindex/", &[&format!("If-Match: {ok}")]);
+        assert_eq!(r.status, 200, "If-Match: {ok}: {}", r.describe());
+    }
+    let r = get(&srv, "/noindex/", &["If-Unmodified-Since: Thu, 01 Jan 1970 00:00:10 GMT"]);
+    assert_eq!(r.status, 412, "{}", r.describe());
+    // HEAD: the same length as GET, no body.
+    let h = request(&srv, "HEAD", "/noindex/", &[]);
+    assert!(h.body.is_empty());
+    let g = get(&srv, "/noindex/", &[]);
+    assert_eq!(h.header("Content-Length").map(str::to_string), Some(g.body.len().to_string()));
+
+    // The JSON form is another representation: another tag.
+    let j = get(&srv, "/noindex/?format=json", &[]);
+    assert_eq!(j.status, 200);
+    assert_eq!(j.header("Content-Type"), Some("application/json"), "{}", j.describe());
+    let jtag = etag(&j);
+    assert_ne!(jtag, tag);
+    let r = get(&srv, "/noindex/", &["Accept: application/json", &format!("If-None-Match: {jtag}")]);
+    assert_eq!(r.status, 304, "Accept selects the JSON form, whose tag matches: {}", r.describe());
+    let r = get(&srv, "/noindex/?format=json", &[&format!("If-None-Match: {tag}")]);
+    assert_eq!(r.status, 200, "the HTML tag does not validate the JSON form");
+
+    // A change in the directory is a new version (within `revalidate`, 1 s): a new entry, and
+    // a file that changes size in place (the directory's own mtime does not move).
+    let changed = |old: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = get(&srv, "/noindex/", &[&format!("If-None-Match: {old}")]);
+            if r.status == 200 {
+                return etag(&r);
+            }
+            assert_eq!(r.status, 304);
+            assert!(Instant::now() < deadline, "the listing's ETag did not change within 5 s");
+            thread::sleep(Duration::from_millis(100));
+        }
+    };
+    fs::write(srv.root().join("noindex/new.txt"), b"new\n").unwrap();
+    let tag2 = changed(&tag);
+    assert!(get(&srv, "/noindex/", &[]).body_text().contains("new.txt"));
+    fs::write(srv.root().join("noindex/new.txt"), b"new, and longer\n").unwrap();
+    let tag3 = changed(&tag2);
+    assert_ne!(tag3, tag);
+}
+
+/// Creates `n` empty files with long names (200 bytes: a listing of 10,000 of them is about
+/// 5 MB of HTML before the byte cap) under `dir`.
+fn many_files(dir: &Path, n: usize) {
+    fs::create_dir_all(dir).unwrap();
+    for i in 0..n {
+        fs::File::create(dir.join(format!("{i:05}-{}", "n".repeat(194)))).unwrap();
+    }
+}
+
+/// Keeps the kernel from buffering much of a response for a client that does not read, so
+/// what the server holds for it stays in the server.
+fn small_receive_buffer(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 4096;
+    // SAFETY: a valid socket descriptor, and a pointer to a c_int with its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt(SO_RCVBUF)");
+}
+
+/// Reads one whole response (head and Content-Length body) from a keep-alive connection.
+fn read_whole(s: &mut TcpStream) -> Option<Response> {
+    try_read_response(s, false).ok()
+}
+
+#[test]
+fn a_listing_flood_does_not_stall_other_clients() {
+    // Before the fix every request read and rendered the 10,000 entries on the only thread
+    // (about a third of a second each in a debug build), so a handful of clients asking for
+    // the listing in a loop kept a plain GET waiting for seconds.
+    const FLOODERS: usize = 6;
+    const RUN: Duration = Duration::from_secs(4);
+    let srv = Server::builder()
+        .config("[listing]\nenabled = true")
+        .setup(|_, root| many_files(&root.join("big"), 10_000))
+        .start();
+    let addr = srv.addr();
+    assert_eq!(get(&srv, "/big/", &[]).status, 200);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders: Vec<_> = (0..FLOODERS)
+        .map(|i| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let path = if i % 2 == 0 { "/big/" } else { "/big/?format=json" };
+                let mut served = 0usize;
+                let mut s = connect(addr);
+                while !stop.load(Ordering::Relaxed) {
+                    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+                    if s.write_all(req.as_bytes()).is_err() || read_whole(&mut s).is_none() {
+                        s = connect(addr);
+                        continue;
+                    }
+                    served += 1;
+                }
+                served
+            })
+        })
+        .collect();
+    let mut worst = Duration::ZERO;
+    let mut probes = 0;
+    let start = Instant::now();
+    while start.elapsed() < RUN {
+        let t = Instant::now();
+        let r = get(&srv, "/file.txt", &[]);
+        let took = t.elapsed();
+        assert_eq!(r.status, 200);
+        worst = worst.max(took);
+        probes += 1;
+        thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let served: usize = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    eprintln!("{served} listings served to {FLOODERS} clients; {probes} probes, the slowest {worst:?}");
+    assert!(served > FLOODERS, "the flood did not get its listings");
+    assert!(worst < Duration::from_secs(1), "a plain GET waited {worst:?} behind the listing flood");
+}
+
+#[test]
+fn clients_that_do_not_read_a_listing_cost_no_memory_each() {
+    // 50 clients ask for a ~4 MB listing and never read it. Before the fix each response was
+    // its own rendering held by its connection (hundreds of MB); now they share the cached one.
+    const CLIENTS: usize = 50;
+    let srv = Server::builder()
+        .config("[listing]\nenabled = true")
+        .setup(|_, root| many_files(&root.join("big"), 10_000))
+        .start();
+    let first = get(&srv, "/big/", &[]);
+    assert_eq!(first.status, 200);
+    let size = first.body.len();
+    assert!(size > 3_000_000, "the listing is {size} bytes");
+    let before = srv.status_kb("VmRSS");
+    let addr: SocketAddr = srv.addr();
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut s = connect(addr);
+        small_receive_buffer(&s);
+        s.write_all(b"GET /big/ HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        clients.push(s);
+    }
+    // Wait until every response has started (the server has queued all of them), then let
+    // the sockets fill.
+    let mut one = [0u8; 1];
+    for s in &mut clients {
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        assert_eq!(s.read(&mut one).unwrap(), 1, "a response is on its way");
+    }
+    let mut peak = before;
+    for _ in 0..10 {
+        peak = peak.max(srv.status_kb("VmRSS"));
+        thread::sleep(Duration::from_millis(100));
+    }
+    let grown_mb = peak.saturating_sub(before) / 1024;
+    eprintln!("RSS {} kB before, peak {} kB with {CLIENTS} non-reading clients ({grown_mb} MB)", before, peak);
+    assert!(grown_mb < 48, "the server's RSS grew by {grown_mb} MB for {CLIENTS} clients of a {size}-byte listing");
+    drop(clients);
+}
