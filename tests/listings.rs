@@ -1,5 +1,6 @@
 //! Directory listings as cacheable representations (issue 14): validators derived from the
-//! directory's version and the same preconditions as files; a flood of listing requests of a 10,000-entry directory
+//! directory's version and the same preconditions as files; error pages, which have no
+//! version, ignore preconditions; a flood of listing requests of a 10,000-entry directory
 //! neither stalls other clients nor grows the server's memory per connection.
 //!
 //! Timing and memory bounds here are generous on purpose (the machine is shared); the real
@@ -111,6 +112,35 @@ fn listings_have_validators_and_honour_preconditions() {
     fs::write(srv.root().join("noindex/new.txt"), b"new, and longer\n").unwrap();
     let tag3 = changed(&tag2);
     assert_ne!(tag3, tag);
+}
+
+#[test]
+fn error_pages_ignore_preconditions_and_have_no_validator() {
+    // RFC 9110 §13.2.1: preconditions are ignored when the response would otherwise not be
+    // 2xx or 412. An error is not a version of the target: no ETag, and no `no-cache` (which
+    // without a validator forces a full refetch of something a cache should not keep).
+    let srv = Server::builder()
+        .config("[errors]\n404 = \"errors/404.html\"")
+        .setup(|_, root| {
+            fs::create_dir_all(root.join("errors")).unwrap();
+            fs::write(root.join("errors/404.html"), b"<p>custom 404</p>\n").unwrap();
+        })
+        .start();
+    let builtin = Server::start("");
+    for (srv, what) in [(&srv, "custom"), (&builtin, "built-in")] {
+        for cond in ["If-None-Match: *", "If-Match: \"x\"", "If-Modified-Since: Thu, 01 Jan 2099 00:00:00 GMT", ""] {
+            let headers: Vec<&str> = if cond.is_empty() { vec![] } else { vec![cond] };
+            let r = get(srv, "/missing.txt", &headers);
+            assert_eq!(r.status, 404, "{what} page, {cond:?}: {}", r.describe());
+            assert!(!r.body.is_empty(), "{what}: the error has a body");
+            assert!(r.header("ETag").is_none() && r.header("Last-Modified").is_none(), "{what}: {}", r.describe());
+            assert!(
+                !r.header("Cache-Control").is_some_and(|c| c.contains("no-cache")),
+                "{what}: no-cache without a validator: {}",
+                r.describe()
+            );
+        }
+    }
 }
 
 /// Creates `n` empty files with long names (200 bytes: a listing of 10,000 of them is about

@@ -570,7 +570,11 @@ impl Conn {
             if status == 405 {
                 h.field("Allow", ALLOW);
             }
-            h.field("Cache-Control", b"no-cache");
+            // An error page describes this response, not a version of the target: it gets no
+            // validator (the page file's would let a cache revalidate the error against the
+            // page rather than the resource), and preconditions do not apply to it (RFC 9110
+            // §13.2.1). `no-store` says what `no-cache` without a validator meant.
+            h.field("Cache-Control", b"no-store");
             h.finish(!self.close_after, req.minor);
             if req.method != Method::Head && page.size > 0 {
                 let end = page.size - 1;
