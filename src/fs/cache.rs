@@ -370,7 +370,7 @@ impl FileCache {
         }
         let meta = dir.dir.metadata()?;
         let (entries, truncated) = listing::read_dir_fd(std::os::fd::AsFd::as_fd(&dir.dir), opts)?;
-        let version = listing::version(&meta, &entries, truncated);
+        let version = listing::version(&meta, &entries, truncated, opts);
         if let Some(i) = cached {
             if let Value::Listing { entry, version: v } = &self.slots[i].value {
                 if *v == version {

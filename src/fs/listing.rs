@@ -335,20 +335,23 @@ impl View {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Version {
     /// A hash of the directory's identity (device, inode), of every entry listed (name,
-    /// kind, size, mtime), of whether the reading was cut short, and of this program's
-    /// version (the templates). Equal hashes mean the same rendering for the same view.
+    /// kind, size, mtime), of whether the reading was cut short, of the options (a reload
+    /// can change the byte cap), and of this program's version (the templates). Equal hashes
+    /// mean the same rendering for the same view.
     pub hash: u64,
     /// The latest mtime of the directory and its entries, seconds since the epoch.
     pub mtime: u64,
 }
 
-/// The [`Version`] of a directory with metadata `dir` and the entries read from it.
-pub fn version(dir: &std::fs::Metadata, entries: &[Entry], truncated: bool) -> Version {
+/// The [`Version`] of a directory with metadata `dir` and the entries read from it with
+/// `opts`.
+pub fn version(dir: &std::fs::Metadata, entries: &[Entry], truncated: bool, opts: &ListOptions) -> Version {
     use std::hash::{Hash, Hasher};
     use std::os::unix::fs::MetadataExt;
     let mut h = std::hash::DefaultHasher::new();
     env!("CARGO_PKG_VERSION").hash(&mut h);
     (dir.dev(), dir.ino(), truncated, entries.len()).hash(&mut h);
+    (opts.show_dotfiles, opts.max_entries, opts.max_bytes).hash(&mut h);
     let mut mtime = u64::try_from(dir.mtime()).unwrap_or(0);
     for e in entries {
         (&e.name, e.is_dir, e.size, e.mtime).hash(&mut h);
@@ -671,8 +674,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let meta = fs::metadata(tmp.path()).unwrap();
         let a = [e("a", false, 1, 100), e("b", true, 0, 200)];
-        let v = version(&meta, &a, false);
-        assert_eq!(v, version(&meta, &a, false));
+        let o = opts(false, 100);
+        let v = version(&meta, &a, false, &o);
+        assert_eq!(v, version(&meta, &a, false, &o));
         assert_eq!(v.mtime, 200.max(meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()));
         for changed in [
             [e("a", false, 2, 100), e("b", true, 0, 200)],
@@ -680,12 +684,14 @@ mod tests {
             [e("a", true, 1, 100), e("b", true, 0, 200)],
             [e("c", false, 1, 100), e("b", true, 0, 200)],
         ] {
-            assert_ne!(v.hash, version(&meta, &changed, false).hash, "{changed:?}");
+            assert_ne!(v.hash, version(&meta, &changed, false, &o).hash, "{changed:?}");
         }
-        assert_ne!(v.hash, version(&meta, &a, true).hash);
-        assert_ne!(v.hash, version(&meta, &a[..1], false).hash);
+        assert_ne!(v.hash, version(&meta, &a, true, &o).hash);
+        let cut = ListOptions { max_bytes: 4096, ..opts(false, 100) };
+        assert_ne!(v.hash, version(&meta, &a, false, &cut).hash, "another byte cap renders differently");
+        assert_ne!(v.hash, version(&meta, &a[..1], false, &o).hash);
         let other = fs::metadata(tmp.path().parent().unwrap()).unwrap();
-        assert_ne!(v.hash, version(&other, &a, false).hash, "another directory");
+        assert_ne!(v.hash, version(&other, &a, false, &o).hash, "another directory");
         let mut k = String::new();
         View { format: Format::Html }.key(&mut k);
         View { format: Format::Json }.key(&mut k);
