@@ -127,10 +127,50 @@ pub enum Lookup {
     Status(u16),
 }
 
-/// What a slot holds: the outcome of resolving a path, or a listing rendered in one view.
+/// What a slot holds: the outcome of resolving a path, a listing rendered in one view, or
+/// what the last full reading of a listed directory found (shared by its views).
 enum Value {
     Path(Lookup),
     Listing { entry: Rc<FileEntry>, version: listing::Version },
+    Directory(DirState),
+}
+
+/// A directory's own identity and times: they change when an entry is added, removed or
+/// renamed (not when a file in it is written).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct DirStamp {
+    dev: u64,
+    ino: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl DirStamp {
+    fn of(m: &Metadata) -> DirStamp {
+        DirStamp { dev: m.dev(), ino: m.ino(), mtime: (m.mtime(), m.mtime_nsec()), ctime: (m.ctime(), m.ctime_nsec()) }
+    }
+}
+
+/// The last full reading of a listed directory.
+#[derive(Clone, Copy)]
+struct DirState {
+    version: listing::Version,
+    stamp: DirStamp,
+    read_at: Instant,
+    /// How long the reading took.
+    cost: Duration,
+}
+
+/// A listed directory is read again (a stat per entry) at most this many times less often
+/// than the reading takes, so re-checking a large directory for changes to its files costs
+/// the loop at most 1% of its time; entries added, removed or renamed still show within
+/// `revalidate`, since they change the directory's own stamp.
+const REREAD_FACTOR: u32 = 100;
+
+impl DirState {
+    fn fresh_for(&self, revalidate: Duration) -> Duration {
+        revalidate.max(self.cost.saturating_mul(REREAD_FACTOR))
+    }
 }
 
 struct Slot {
@@ -368,9 +408,38 @@ impl FileCache {
                 }
             }
         }
+        // What the directory holds now: from the last full reading, shared by every view,
+        // while the directory itself is unchanged and that reading is recent enough; else
+        // read again (a stat per entry: the costly part, so its rate is bounded).
         let meta = dir.dir.metadata()?;
-        let (entries, truncated) = listing::read_dir_fd(std::os::fd::AsFd::as_fd(&dir.dir), opts)?;
-        let version = listing::version(&meta, &entries, truncated, opts);
+        let stamp = DirStamp::of(&meta);
+        let dkey = &key[..tag_start];
+        let known = match self.map.get(dkey).map(|&i| &self.slots[i].value) {
+            Some(Value::Directory(st))
+                if st.stamp == stamp
+                    && now.saturating_duration_since(st.read_at) < st.fresh_for(self.cfg.revalidate) =>
+            {
+                Some(st.version)
+            }
+            _ => None,
+        };
+        let mut read = None;
+        let version = match known {
+            Some(v) => v,
+            None => {
+                let started = Instant::now();
+                let (entries, truncated) = listing::read_dir_fd(std::os::fd::AsFd::as_fd(&dir.dir), opts)?;
+                let version = listing::version(&meta, &entries, truncated, opts);
+                let state = DirState { version, stamp, read_at: now, cost: started.elapsed() };
+                if let Some(i) = self.map.get(dkey).copied() {
+                    self.remove(i);
+                }
+                self.insert(dkey, Value::Directory(state), 0, now);
+                read = Some((entries, truncated));
+                version
+            }
+        };
+        let cached = self.map.get(key).copied();
         if let Some(i) = cached {
             if let Value::Listing { entry, version: v } = &self.slots[i].value {
                 if *v == version {
@@ -383,6 +452,13 @@ impl FileCache {
             }
             self.remove(i);
         }
+        let (entries, truncated) = match read {
+            Some(r) => r,
+            None => listing::read_dir_fd(std::os::fd::AsFd::as_fd(&dir.dir), opts)?,
+        };
+        // Rendered from what was just read: if the directory changed since the shared
+        // reading, the version must describe these entries.
+        let version = listing::version(&meta, &entries, truncated, opts);
         self.stats.misses += 1;
         let mut out = Vec::new();
         view.render(shown, &entries, truncated, opts.max_bytes, &mut out);
@@ -486,7 +562,7 @@ impl FileCache {
             .iter()
             .find(|(_, s)| match &s.value {
                 Value::Path(Lookup::File(e)) | Value::Listing { entry: e, .. } => Rc::ptr_eq(e, entry),
-                Value::Path(_) => false,
+                Value::Path(_) | Value::Directory(_) => false,
             })
             .map(|(i, _)| i);
         if let Some(i) = found {
@@ -770,6 +846,32 @@ mod tests {
         let x = c0.listing(&dir, 0, "/d/", "/d/", html, &lo, t0, 0).unwrap();
         assert!(x.size > 0);
         assert_eq!(c0.len(), 0);
+    }
+
+    #[test]
+    fn large_directories_are_reread_less_often() {
+        let (d, root, mime) = setup();
+        let mut c = FileCache::new(cfg());
+        let dir = dir_entry(&mut c, &root, &mime, "/d/");
+        let lo = ListOptions { show_dotfiles: false, max_entries: 100, max_bytes: 1 << 20 };
+        let html = View { format: listing::Format::Html };
+        let t0 = Instant::now();
+        c.listing(&dir, 0, "/d/", "/d/", html, &lo, t0, 0).unwrap();
+        let state = |c: &FileCache| match c.map.get("/d/\0").map(|&i| &c.slots[i].value) {
+            Some(Value::Directory(st)) => *st,
+            _ => panic!("no directory state"),
+        };
+        let st = state(&c);
+        assert_eq!(st.read_at, t0);
+        let second = Duration::from_secs(1);
+        assert_eq!(DirState { cost: Duration::from_micros(100), ..st }.fresh_for(second), second);
+        assert_eq!(DirState { cost: Duration::from_millis(40), ..st }.fresh_for(second), Duration::from_secs(4));
+        // A new entry changes the directory's stamp: read again at the next check.
+        std::fs::write(d.path().join("d/new"), b"n").unwrap();
+        let later = t0 + Duration::from_secs(3601);
+        let e = c.listing(&dir, 0, "/d/", "/d/", html, &lo, later, 0).unwrap();
+        assert_eq!(state(&c).read_at, later);
+        assert!(matches!(&e.body, Body::Memory(b) if b.windows(3).any(|w| w == b"new")));
     }
 
     #[test]
