@@ -712,6 +712,9 @@ mod tests {
         assert_eq!(f(1024), "1.0 KiB");
         assert_eq!(f(1536), "1.5 KiB");
         assert_eq!(f(10 * 1024), "10 KiB");
+        // Just under 10 units rounds to 10, written as the sizes above 10 are.
+        assert_eq!(f(10_199), "10 KiB");
+        assert_eq!(f(10 * 1024 * 1024 - 1), "10 MiB");
         assert_eq!(f(u64::MAX), "16 EiB");
         let t = |s| {
             let mut v = Vec::new();
