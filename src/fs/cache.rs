@@ -14,6 +14,14 @@
 //! bytes, evicting the least recently used. Entries are reference-counted: a connection still
 //! sending from an evicted or replaced entry keeps its mapping alive until it is done.
 //!
+//! Directory listings live here too ([`FileCache::listing`]): a rendering per directory and
+//! view (key: the path's key, a NUL, the view's key), kept while the directory's version
+//! holds, in the same LRU and byte budget. The last full reading of a listed directory has a
+//! slot of its own (key: the path's key and a NUL), shared by its views; it is redone when the
+//! directory's own stamp (dev, inode, mtime, ctime) changes, checked once per `revalidate`,
+//! and otherwise at most every max(`revalidate`, [`REREAD_FACTOR`] × what it cost), since a
+//! stat per entry is what a listing costs.
+//!
 //! Mapped bytes are never read by this process: they are only handed to the kernel as
 //! `sendmsg` buffers. See [`Body::Mapped`] for why that matters.
 
