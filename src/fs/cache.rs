@@ -19,7 +19,7 @@
 //! holds, in the same LRU and byte budget. The last full reading of a listed directory has a
 //! slot of its own (key: the path's key and a NUL), shared by its views; it is redone when the
 //! directory's own stamp (dev, inode, mtime, ctime) changes, checked once per `revalidate`,
-//! and otherwise at most every max(`revalidate`, [`REREAD_FACTOR`] × what it cost), since a
+//! and otherwise at most every max(`revalidate`, `REREAD_FACTOR` (100) × what it cost), since a
 //! stat per entry is what a listing costs.
 //!
 //! Mapped bytes are never read by this process: they are only handed to the kernel as
