@@ -10,9 +10,10 @@
 //! again (so the symlink and dotfile policies are re-applied) and comparing
 //! (dev, inode, size, mtime) and (mode, owner, ctime); any change rebuilds the entry, which is
 //! how a file replaced by `rename()` or deleted is picked up, and how a `chmod` or `chown`
-//! reaches the access checks. An entry's size is its mapping's length, never a stale `fstat`'s. The cache is bounded by entry count and by mapped
-//! bytes, evicting the least recently used. Entries are reference-counted: a connection still
-//! sending from an evicted or replaced entry keeps its mapping alive until it is done.
+//! reaches the access checks. An entry's size is its mapping's length, never a stale
+//! `fstat`'s. The cache is bounded by entry count and by mapped (or rendered) bytes, evicting
+//! the least recently used. Entries are reference-counted: a connection still sending from an
+//! evicted or replaced entry keeps its mapping alive until it is done.
 //!
 //! Directory listings live here too ([`FileCache::listing`]): a rendering per directory and
 //! view (key: the path's key, a NUL, the view's key), kept while the directory's version
