@@ -1,6 +1,7 @@
-//! Documentation and packaging drift tests: the man pages, the README, the shell completions,
-//! the systemd units, the logrotate file and the Debian package are checked against the code,
-//! so that none of them can silently fall behind it.
+//! Documentation and packaging drift tests: the man pages, the README, the default page
+//! (`www/index.html`), the shell completions, the systemd units, the logrotate file and the
+//! Debian package are checked against the code, so that none of them can silently fall behind
+//! it.
 //!
 //! # Sources of truth
 //!
@@ -32,8 +33,19 @@
 //! - `README.md`: the table under the header `| section | keys |` (keys are the code spans
 //!   that are bare names; map tables list none) and the table under `| flag | meaning |`.
 //! - the bash and zsh completions: every flag and subcommand appears as a word.
+//! - `www/index.html`, what `cargo run --release` serves: its key table
+//!   (`<table class="keys">`) has a section row for every table of the file, and each key
+//!   it shows is in that table with the default the file gives (or, in words, is one the file
+//!   leaves unset); `[table] key` in any `<code>` is a real key; its TOML examples pass
+//!   `--check-config`; every flag in its flag tables and in its `ferrohttpd ...` command
+//!   lines is in `--help`; it names every man page of `packaging/man/` and no other; its links
+//!   resolve to files of `www/` or ids of the page; it loads nothing from outside `www/`; it
+//!   is well formed (see [`parse_page`]); and it contains none of [`UNTRUE_PHRASES`]. A new
+//!   feature is one `<li>` of its list and a new key one `<tr>` of its table, checked as soon
+//!   as it is written.
 //! - both ways, for tables, keys, flags and subcommands: a name in the code but not in the
-//!   docs fails, and so does a name in the docs but not in the code.
+//!   docs fails, and so does a name in the docs but not in the code (the default page shows
+//!   only the most useful keys and flags, so for those it is one way: what it shows exists).
 //!
 //! The tests that need an outside tool (`groff`, `man`, `systemd-analyze`, `logrotate`,
 //! `dpkg-deb`, `bash`, `zsh`) print a note and pass when it is not installed; `.ci/run` is
@@ -1030,4 +1042,552 @@ fn packaging_scripts_are_valid_shell() {
         let o = run(Command::new(shell).arg("-n").arg(path(file)), Duration::from_secs(5));
         assert!(o.status.success(), "{shell} -n {file}: {}", text(&o.stderr));
     }
+}
+
+// -------------------------------------------------------------------------------------------
+// The default page: what `cargo run --release` serves
+
+const PAGE: &str = "www/index.html";
+
+/// Claims the page once made that are not true of the server (case-insensitive). Drop a
+/// phrase from here only once the code makes it true.
+const UNTRUE_PHRASES: &[&str] = &[
+    "planned",     // the mmap cache was "planned"; it exists, and nothing else is planned here
+    "writev",      // heads and small bodies go out in one sendmsg
+    "tcp_cork",    // file bodies follow a head sent with MSG_MORE
+    "coming soon", // the page describes what runs, not a roadmap
+    "not yet",
+    "roadmap",
+    "todo",
+];
+
+/// The elements the page may use. `script`, `style`, `iframe`, `object`, `embed` and the
+/// like are missing on purpose: the page is a document, and loads only its own files.
+const PAGE_ELEMENTS: &[&str] = &[
+    "html", "head", "meta", "title", "link", "body", "header", "nav", "main", "footer", "div", "img", "h1", "h2", "h3",
+    "p", "ul", "ol", "li", "a", "strong", "em", "i", "code", "pre", "table", "thead", "tbody", "tr", "th", "td",
+];
+
+/// Elements without a closing tag.
+const VOID_ELEMENTS: &[&str] = &["meta", "link", "img"];
+
+/// An element of the page, or the whole document (`name` empty).
+#[derive(Debug, Default)]
+struct Element {
+    name: String,
+    attrs: Vec<(String, String)>,
+    children: Vec<Node>,
+}
+
+#[derive(Debug)]
+enum Node {
+    Element(Element),
+    /// Text with its character references resolved.
+    Text(String),
+}
+
+impl Element {
+    fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    fn has_class(&self, class: &str) -> bool {
+        self.attr("class").is_some_and(|c| c.split_whitespace().any(|c| c == class))
+    }
+
+    fn elements(&self) -> impl Iterator<Item = &Element> {
+        self.children.iter().filter_map(|n| match n {
+            Node::Element(e) => Some(e),
+            Node::Text(_) => None,
+        })
+    }
+
+    /// Every element below this one, in document order.
+    fn descendants(&self) -> Vec<&Element> {
+        let mut out = Vec::new();
+        for e in self.elements() {
+            out.push(e);
+            out.extend(e.descendants());
+        }
+        out
+    }
+
+    fn find(&self, name: &str) -> Vec<&Element> {
+        self.descendants().into_iter().filter(|e| e.name == name).collect()
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for n in &self.children {
+            match n {
+                Node::Text(t) => out.push_str(t),
+                Node::Element(e) => out.push_str(&e.text()),
+            }
+        }
+        out
+    }
+
+    /// The text of the single `<code>` that is all of this element (whitespace aside).
+    fn only_code(&self) -> Option<String> {
+        let mut codes = self.children.iter().filter(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
+        match (codes.next(), codes.next()) {
+            (Some(Node::Element(e)), None)
+                if e.name == "code" && e.children.iter().all(|n| matches!(n, Node::Text(_))) =>
+            {
+                Some(e.text())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `&amp;` and the other references the page may use, resolved; anything else is an error.
+fn unescape(s: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let end = rest[i..].find(';').ok_or_else(|| format!("unterminated character reference in {s:?}"))?;
+        let name = &rest[i + 1..i + end];
+        let c = match name {
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            "apos" => '\'',
+            "nbsp" => '\u{a0}',
+            "middot" => '·',
+            "mdash" => '—',
+            "ndash" => '–',
+            _ => name
+                .strip_prefix("#x")
+                .map(|h| u32::from_str_radix(h, 16))
+                .or_else(|| name.strip_prefix('#').map(str::parse))
+                .and_then(Result::ok)
+                .and_then(char::from_u32)
+                .ok_or_else(|| format!("unknown character reference &{name};"))?,
+        };
+        out.push(c);
+        rest = &rest[i + end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The page as a tree. Fails on what a browser would repair silently: a tag that is not
+/// closed or closed out of order, an element outside [`PAGE_ELEMENTS`], an unquoted or
+/// repeated attribute, an unknown character reference, a stray `<`.
+fn parse_page(src: &str) -> Result<Element, String> {
+    let line = |at: usize| src[..at].matches('\n').count() + 1;
+    let mut stack = vec![Element::default()];
+    let mut i = 0;
+    let b = src.as_bytes();
+    while i < b.len() {
+        let Some(lt) = src[i..].find('<').map(|o| i + o) else {
+            stack.last_mut().unwrap().children.push(Node::Text(unescape(&src[i..])?));
+            break;
+        };
+        if lt > i {
+            let t = unescape(&src[i..lt]).map_err(|e| format!("line {}: {e}", line(i)))?;
+            stack.last_mut().unwrap().children.push(Node::Text(t));
+        }
+        if src[lt..].starts_with("<!--") {
+            i = src[lt..].find("-->").map(|o| lt + o + 3).ok_or(format!("line {}: unterminated comment", line(lt)))?;
+            continue;
+        }
+        if src[lt..].to_ascii_lowercase().starts_with("<!doctype html>") {
+            if lt != 0 {
+                return Err(format!("line {}: the doctype must come first", line(lt)));
+            }
+            i = lt + "<!doctype html>".len();
+            continue;
+        }
+        // A tag: <name attr="value" ...> or </name>.
+        let mut j = lt + 1;
+        let close = b.get(j) == Some(&b'/');
+        if close {
+            j += 1;
+        }
+        let start = j;
+        while j < b.len() && b[j].is_ascii_alphanumeric() {
+            j += 1;
+        }
+        let name = src[start..j].to_string();
+        if name.is_empty() || name != name.to_ascii_lowercase() {
+            return Err(format!("line {}: a `<` that does not start a lower-case tag", line(lt)));
+        }
+        if !PAGE_ELEMENTS.contains(&name.as_str()) {
+            return Err(format!("line {}: <{name}> is not one of the elements the page may use", line(lt)));
+        }
+        let mut attrs: Vec<(String, String)> = Vec::new();
+        loop {
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            match b.get(j) {
+                Some(b'>') => break,
+                None => return Err(format!("line {}: unterminated <{name}>", line(lt))),
+                _ if close => return Err(format!("line {}: attributes on </{name}>", line(lt))),
+                _ => {}
+            }
+            let a = j;
+            while j < b.len() && (b[j].is_ascii_lowercase() || b[j] == b'-') {
+                j += 1;
+            }
+            let attr = src[a..j].to_string();
+            if attr.is_empty() {
+                return Err(format!("line {}: bad attribute in <{name}>", line(lt)));
+            }
+            let value = if b.get(j) == Some(&b'=') {
+                if b.get(j + 1) != Some(&b'"') {
+                    return Err(format!("line {}: <{name} {attr}=…> is not double-quoted", line(lt)));
+                }
+                let v = j + 2;
+                let end = src[v..].find('"').map(|o| v + o).ok_or(format!("line {}: unterminated value", line(lt)))?;
+                j = end + 1;
+                unescape(&src[v..end]).map_err(|e| format!("line {}: {e}", line(lt)))?
+            } else {
+                String::new()
+            };
+            if attrs.iter().any(|(n, _)| *n == attr) {
+                return Err(format!("line {}: <{name}> repeats {attr}", line(lt)));
+            }
+            attrs.push((attr, value));
+        }
+        i = j + 1;
+        let void = VOID_ELEMENTS.contains(&name.as_str());
+        if close {
+            let open = stack.last().map(|e| e.name.clone()).unwrap_or_default();
+            if void || open != name || stack.len() == 1 {
+                return Err(format!("line {}: </{name}> closes <{open}>", line(lt)));
+            }
+            let done = stack.pop().unwrap();
+            stack.last_mut().unwrap().children.push(Node::Element(done));
+        } else if void {
+            stack.last_mut().unwrap().children.push(Node::Element(Element { name, attrs, children: Vec::new() }));
+        } else {
+            stack.push(Element { name, attrs, children: Vec::new() });
+        }
+    }
+    if stack.len() != 1 {
+        let open: Vec<String> = stack[1..].iter().map(|e| format!("<{}>", e.name)).collect();
+        return Err(format!("not closed at the end: {}", open.join(" ")));
+    }
+    Ok(stack.pop().unwrap())
+}
+
+fn page() -> Element {
+    parse_page(&read(PAGE)).unwrap_or_else(|e| panic!("{PAGE}: {e}"))
+}
+
+/// The text of every `<code>` of the page (a `<pre>` block is a `<code>` inside it).
+fn page_code(doc: &Element) -> Vec<String> {
+    doc.find("code").into_iter().map(Element::text).collect()
+}
+
+/// A URL the page refers to: None for one that leaves the site (a scheme, or `//host`).
+fn local_target(url: &str) -> Option<&str> {
+    let scheme = url.split_once(':').is_some_and(|(s, _)| !s.contains(['/', '?', '#']));
+    (!scheme && !url.starts_with("//")).then_some(url)
+}
+
+#[test]
+fn default_page_is_well_formed() {
+    let src = read(PAGE);
+    assert!(src.starts_with("<!DOCTYPE html>\n"), "{PAGE}: starts with {:?}", &src[..src.len().min(20)]);
+    let doc = page();
+    let top: Vec<&Element> = doc.elements().collect();
+    assert!(top.len() == 1 && top[0].name == "html" && top[0].attr("lang").is_some(), "{PAGE}: one <html lang>");
+    let parts: Vec<&str> = top[0].elements().map(|e| e.name.as_str()).collect();
+    assert_eq!(parts, ["head", "body"], "{PAGE}: <html> holds <head> and <body>");
+    let head = top[0].elements().next().unwrap();
+    assert!(head.find("meta").iter().any(|m| m.attr("charset") == Some("utf-8")), "{PAGE}: <meta charset=\"utf-8\">");
+    assert_eq!(head.find("title").len(), 1, "{PAGE}: one <title>");
+    let mut ids = BTreeSet::new();
+    for e in doc.descendants() {
+        if let Some(id) = e.attr("id") {
+            assert!(ids.insert(id), "{PAGE}: id {id:?} is used twice");
+        }
+        if e.name == "img" {
+            assert!(e.attr("alt").is_some_and(|a| !a.is_empty()), "{PAGE}: an <img> without alt text");
+        }
+    }
+}
+
+#[test]
+fn default_page_loads_nothing_from_outside() {
+    let doc = page();
+    let mut problems = Vec::new();
+    for e in doc.descendants() {
+        // What the browser fetches by itself: src of anything, href of <link>. An <a> is a
+        // link the reader may follow, and may point anywhere.
+        let loads = e.attr("src").into_iter().chain(e.attr("href").filter(|_| e.name == "link"));
+        for url in loads {
+            if local_target(url).is_none() {
+                problems.push(format!("<{}> loads {url}", e.name));
+            }
+        }
+        if e.attr("style").is_some_and(|s| s.contains("url(")) {
+            problems.push(format!("<{}> has a style attribute with url()", e.name));
+        }
+    }
+    let css = read("www/style.css");
+    if css.contains("@import") {
+        problems.push("www/style.css uses @import".to_string());
+    }
+    for url in css.split("url(").skip(1).map(|r| r.split(')').next().unwrap_or_default().trim_matches(['"', '\''])) {
+        if local_target(url).is_none_or(|u| !path("www").join(u).is_file()) {
+            problems.push(format!("www/style.css loads {url}, which is not a file of www/"));
+        }
+    }
+    fail_if_any(&format!("{PAGE} loads resources from outside www/"), &problems);
+}
+
+#[test]
+fn default_page_links_resolve() {
+    let doc = page();
+    let ids: BTreeSet<&str> = doc.descendants().into_iter().filter_map(|e| e.attr("id")).collect();
+    let mut problems = Vec::new();
+    let mut files = 0;
+    for e in doc.descendants() {
+        for url in e.attr("src").into_iter().chain(e.attr("href")) {
+            let Some(url) = local_target(url) else { continue };
+            let (file, fragment) = url.split_once('#').unwrap_or((url, ""));
+            let file = file.split('?').next().unwrap_or_default();
+            if file.is_empty() {
+                if !ids.contains(fragment) {
+                    problems.push(format!("<{} {url}>: no element has the id {fragment:?}", e.name));
+                }
+                continue;
+            }
+            files += 1;
+            let target = path("www").join(file.trim_start_matches('/'));
+            if file.split('/').any(|c| c == "..") || !target.is_file() {
+                problems.push(format!("<{}> refers to {url}, which is not a file of www/", e.name));
+            }
+        }
+    }
+    assert!(files >= 2, "{PAGE}: found only {files} links to files (the style sheet, the logo)");
+    fail_if_any(&format!("{PAGE} has broken links"), &problems);
+}
+
+#[test]
+fn default_page_says_nothing_untrue() {
+    let src = read(PAGE).to_lowercase();
+    let found: Vec<String> =
+        UNTRUE_PHRASES.iter().filter(|p| src.contains(*p)).map(|p| format!("{p:?} is not true")).collect();
+    fail_if_any(&format!("{PAGE} claims what the server does not do"), &found);
+}
+
+/// The page's key table (`<table class="keys">`): section rows `[table]`, then rows of
+/// key, default, meaning. A key shown as a `<code>` must be in that table of
+/// `config/ferrohttpd.toml`; a default that is one `<code>` must be the file's value, and a
+/// default in words (`not set`, `none`) is for keys the file leaves commented out (or in
+/// [`PLACEHOLDER_DEFAULTS`]). A key in italics (`<i>extension</i>`) is the placeholder of a
+/// map table. Every table of the file has a section row, so a new table shows up here.
+#[test]
+fn default_page_config_keys_match_the_config_file() {
+    let toml = config_keys();
+    let file = read("config/ferrohttpd.toml");
+    let man = man5_keys();
+    let doc = page();
+    let tables: Vec<&Element> = doc.find("table").into_iter().filter(|t| t.has_class("keys")).collect();
+    assert_eq!(tables.len(), 1, "{PAGE}: one <table class=\"keys\">");
+    let mut problems = Vec::new();
+    let mut shown_tables = BTreeSet::new();
+    let mut current: Option<String> = None;
+    let mut rows = 0;
+    for tr in tables[0].find("tbody").iter().flat_map(|b| b.find("tr")) {
+        if tr.has_class("section") {
+            let header = tr.text().trim().to_string();
+            current = table_header(&header);
+            match &current {
+                Some(t) if toml.contains_key(t) => {
+                    if !file.lines().any(|l| l.trim_start_matches("# ") == header) {
+                        problems.push(format!("section {header}: the file writes the table differently"));
+                    }
+                    shown_tables.insert(t.clone());
+                }
+                _ => problems.push(format!("section {header:?} is not a table of config/ferrohttpd.toml")),
+            }
+            continue;
+        }
+        let Some(table) = current.as_ref().filter(|t| toml.contains_key(*t)) else { continue };
+        let cells: Vec<&Element> = tr.elements().collect();
+        if cells.len() != 3 || cells.iter().any(|c| c.name != "td") {
+            problems.push(format!("[{table}]: a row without three <td>: {:?}", tr.text()));
+            continue;
+        }
+        rows += 1;
+        let Some(key) = cells[0].only_code() else {
+            let is_map = man.get(table).is_some_and(|m| m.values().any(|k| k.placeholder_key));
+            if !(is_map && cells[0].find("i").len() == 1) {
+                problems.push(format!(
+                    "[{table}]: {:?} is neither a key in <code> nor a map's <i>placeholder</i>",
+                    cells[0].text()
+                ));
+            }
+            continue;
+        };
+        let name = format!("{table}.{key}");
+        let Some(k) = toml[table].get(&key) else {
+            problems.push(format!("{name} is not in config/ferrohttpd.toml"));
+            continue;
+        };
+        match (cells[1].only_code(), &k.value) {
+            (Some(page), Some(file)) if normalize_value(&page) != normalize_value(file) => {
+                problems.push(format!("{name}: default {page} on the page, {file} in config/ferrohttpd.toml"))
+            }
+            (Some(page), None) => {
+                problems.push(format!("{name}: the page gives the default {page}, the file leaves it unset"))
+            }
+            (None, Some(file)) if !PLACEHOLDER_DEFAULTS.contains(&name.as_str()) => problems.push(format!(
+                "{name}: the page says {:?} where config/ferrohttpd.toml has the default {file}",
+                cells[1].text()
+            )),
+            _ => {}
+        }
+    }
+    assert!(rows >= 30, "{PAGE}: parsed only {rows} key rows");
+    compare(&mut problems, "table", PAGE, &toml.keys().cloned().collect(), &shown_tables);
+
+    // `[table] key` and `[table] key = value` anywhere on the page name a real key.
+    for code in page_code(&doc) {
+        let Some((header, rest)) = code.split_once("] ").map(|(h, r)| (format!("{h}]"), r)) else { continue };
+        let (Some(table), Some(key)) = (table_header(&header), rest.split(" = ").next()) else { continue };
+        if !key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            continue;
+        }
+        if !toml.get(&table).is_some_and(|t| t.contains_key(key)) {
+            problems.push(format!("`{code}` on the page: {table}.{key} is not in config/ferrohttpd.toml"));
+        }
+    }
+    fail_if_any(&format!("{PAGE} and config/ferrohttpd.toml disagree"), &problems);
+}
+
+/// The configuration examples of the page (a `<pre>` whose text starts with `[`) are
+/// accepted by `--check-config`.
+#[test]
+fn default_page_config_examples_are_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    fs::create_dir(&site).unwrap();
+    let mut checked = 0;
+    for pre in page().find("pre") {
+        let toml = pre.text();
+        if !toml.starts_with('[') {
+            continue;
+        }
+        let file = dir.path().join(format!("example{checked}.toml"));
+        fs::write(&file, toml.replace("/srv/site", site.to_str().unwrap())).unwrap();
+        let out = run(Command::new(BIN).arg("--config").arg(&file).arg("--check-config"), Duration::from_secs(10));
+        assert!(out.status.success(), "{PAGE}: example rejected:\n{toml}\n{}", text(&out.stderr));
+        checked += 1;
+    }
+    assert!(checked >= 1, "{PAGE}: no configuration example found");
+}
+
+/// Checks the flags among `words` against `--help`; how many there were.
+fn check_flags(cli: &Cli, words: &[&str], what: &str, problems: &mut Vec<String>) -> usize {
+    let mut n = 0;
+    for w in words.iter().filter_map(|w| flag_word(w)) {
+        n += 1;
+        if !cli.flags.contains(&w) {
+            problems.push(format!("{w} ({what}) is not in ferrohttpd --help"));
+        }
+    }
+    n
+}
+
+/// Every flag and subcommand the page shows is in `--help`: in its flag tables
+/// (`<table class="flags">`, the first column), and in every command line of a `<code>`
+/// that runs `ferrohttpd` or starts with a flag. `cargo build --profile P` names a profile
+/// of `Cargo.toml`.
+#[test]
+fn default_page_flags_are_in_the_help() {
+    let cli = cli_from_help();
+    let cargo_toml = read("Cargo.toml");
+    let doc = page();
+    let mut problems = Vec::new();
+    let mut flags = 0;
+    for table in doc.find("table").into_iter().filter(|t| t.has_class("flags")) {
+        for tr in table.find("tbody").iter().flat_map(|b| b.find("tr")) {
+            let Some(first) = tr.elements().next() else { continue };
+            for code in first.find("code") {
+                let text = code.text();
+                let words: Vec<&str> = text.split_whitespace().collect();
+                if let Some(sub) = words.first().filter(|w| w.bytes().all(|b| b.is_ascii_lowercase())) {
+                    flags += 1;
+                    if !cli.subcommands.contains(*sub) {
+                        problems.push(format!("subcommand {sub} (flag table) is not in ferrohttpd --help"));
+                    }
+                }
+                flags += check_flags(&cli, &words, "flag table", &mut problems);
+            }
+        }
+    }
+    assert!(flags >= 10, "{PAGE}: parsed only {flags} flags from the flag tables");
+    let mut commands = 0;
+    for code in page_code(&doc) {
+        for line in code.lines() {
+            let words: Vec<&str> = line.trim().trim_start_matches("$ ").split_whitespace().collect();
+            let Some(first) = words.first() else { continue };
+            if *first == "ferrohttpd" || first.ends_with("/ferrohttpd") {
+                commands += 1;
+                if let Some(sub) = words.get(1).filter(|w| w.bytes().all(|b| b.is_ascii_lowercase())) {
+                    if !cli.subcommands.contains(*sub) {
+                        problems.push(format!("subcommand {sub} (`{line}`) is not in ferrohttpd --help"));
+                    }
+                }
+                check_flags(&cli, &words[1..], &format!("`{line}`"), &mut problems);
+            } else if flag_word(first).is_some() {
+                check_flags(&cli, &words, &format!("`{line}`"), &mut problems);
+            } else if words.starts_with(&["cargo", "build", "--profile"]) {
+                let profile = words.get(3).copied().unwrap_or_default();
+                if !cargo_toml.lines().any(|l| l == format!("[profile.{profile}]")) {
+                    problems.push(format!("`{line}`: Cargo.toml has no [profile.{profile}]"));
+                }
+            }
+        }
+    }
+    assert!(commands >= 3, "{PAGE}: found only {commands} ferrohttpd command lines");
+    fail_if_any(&format!("{PAGE} shows flags the server does not have"), &problems);
+}
+
+/// `man NAME` and `man -l PATH` on the page name pages of `packaging/man/`, and every page
+/// there is named.
+#[test]
+fn default_page_names_the_man_pages() {
+    let mut named = BTreeSet::new();
+    let mut problems = Vec::new();
+    for code in page_code(&page()) {
+        let words: Vec<&str> = code.split_whitespace().collect();
+        for (i, _) in words.iter().enumerate().filter(|(_, w)| **w == "man") {
+            match (words.get(i + 1), words.get(i + 2)) {
+                (Some(&"-l"), Some(p)) => match p.strip_prefix("packaging/man/") {
+                    Some(file) if path(p).is_file() => {
+                        named.insert(file.to_string());
+                    }
+                    _ => problems.push(format!("`man -l {p}`: no such page in packaging/man/")),
+                },
+                (Some(name), _) => {
+                    let file = (1..=9).map(|s| format!("{name}.{s}")).find(|f| path("packaging/man").join(f).is_file());
+                    match file {
+                        Some(f) => {
+                            named.insert(f);
+                        }
+                        None => problems.push(format!("`man {name}`: no such page in packaging/man/")),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let pages: BTreeSet<String> = fs::read_dir(path("packaging/man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().to_string())
+        .collect();
+    assert!(pages.len() >= 2, "packaging/man: {pages:?}");
+    compare(&mut problems, "man page", PAGE, &pages, &named);
+    fail_if_any(&format!("{PAGE} and packaging/man/ disagree"), &problems);
 }
