@@ -20,6 +20,7 @@ pub mod fs;
 pub mod glob;
 pub mod http;
 pub mod log;
+pub mod route;
 pub mod server;
 pub mod status;
 pub mod sys;

@@ -33,6 +33,7 @@ use crate::http::mime::MimeTypes;
 use crate::http::request::Limits;
 use crate::http::response::fixed_fields;
 use crate::log::{AccessLog, ErrorLog};
+use crate::route::Routes;
 use crate::status::{self, ConnStates, Counters, Format, Snapshot};
 use crate::sys::{self, SignalFd};
 use crate::thttpd::auth::AuthCache;
@@ -87,6 +88,8 @@ pub struct Ctx {
     pub path: String,
     rbufs: Vec<Box<[u8]>>,
     bodies: Vec<Vec<u8>>,
+    /// Site routing (`crate::route`); `routes.active` is false when none is configured.
+    pub routes: Routes,
 }
 
 impl Ctx {
@@ -186,9 +189,10 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
             .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
         vroots.push((v.host.clone(), r));
     }
+    let (routes, route_warnings) = Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
     let access = AccessLog::open(&cfg.access_log, cfg.log_format).map_err(|e| StartError(e.to_string()))?;
     let errors = ErrorLog::open(&cfg.error_log).map_err(|e| StartError(e.to_string()))?;
-    Ok(Resources { root, vroots, access, errors })
+    Ok(Resources { root, vroots, access, errors, routes, route_warnings })
 }
 
 /// What `--check-config` checks: the roots open, and the log files could be opened for
@@ -197,10 +201,13 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
 pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
     let root =
         DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
+    let mut vroots = Vec::with_capacity(cfg.vhosts.len());
     for v in &cfg.vhosts {
-        DocRoot::open(&v.root)
+        let r = DocRoot::open(&v.root)
             .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
+        vroots.push((v.host.clone(), r));
     }
+    Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
     for (what, target) in [("access log", &cfg.access_log), ("error log", &cfg.error_log)] {
         if let crate::config::LogTarget::File(p) = target {
             check_log_file(p).map_err(|e| StartError(format!("{what} {}: {e}", p.display())))?;
@@ -229,6 +236,9 @@ pub struct Resources {
     pub vroots: Vec<(String, DocRoot)>,
     pub access: AccessLog,
     pub errors: ErrorLog,
+    /// Compiled routing rules, and the redirects-file lines skipped with a warning.
+    pub routes: Routes,
+    pub route_warnings: Vec<String>,
 }
 
 fn referer_policy(cfg: &Config) -> Option<RefererPolicy> {
@@ -340,7 +350,7 @@ impl Server {
     pub fn new(cfg: Config, bound: Vec<TcpListener>) -> Result<Server, StartError> {
         sys::ignore_sigpipe();
         let nofile = sys::raise_nofile_limit().ok();
-        let Resources { root, vroots, access, errors } = open_resources(&cfg)?;
+        let Resources { root, vroots, access, errors, routes, route_warnings } = open_resources(&cfg)?;
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
         let mut listeners = Vec::new();
         for (i, mut l) in bound.into_iter().enumerate() {
@@ -390,8 +400,12 @@ impl Server {
             path: String::new(),
             rbufs: Vec::new(),
             bodies: Vec::new(),
+            routes,
         };
         cx.config_loaded = cx.clock.log_date().to_string();
+        for w in &route_warnings {
+            cx.error(format_args!("{w}"));
+        }
         for dir in cx.cfg.cache_preload.clone() {
             let opts = ResolveOptions {
                 symlinks: cx.cfg.symlinks,
@@ -810,7 +824,8 @@ impl Server {
             self.cx.error(format_args!("the number of workers cannot change without a restart"));
             new.workers = self.cx.cfg.workers;
         }
-        let Resources { root, vroots, access, errors } = open_resources(&new).map_err(|e| e.0)?;
+        let Resources { root, vroots, access, errors, routes, route_warnings } =
+            open_resources(&new).map_err(|e| e.0)?;
         self.cx.access.flush();
         self.cx.root = root;
         self.cx.vroots = vroots;
@@ -821,6 +836,10 @@ impl Server {
         self.cx.throttles = Throttles::new(new.throttles.clone());
         self.cx.access = access;
         self.cx.errors = errors;
+        self.cx.routes = routes;
+        for w in &route_warnings {
+            self.cx.error(format_args!("{w}"));
+        }
         self.cx.mime = MimeTypes::new(&new.mime, &new.charset);
         self.cx.limits = Limits {
             max_header_bytes: new.max_header_bytes,

@@ -410,6 +410,8 @@ fn man_page_config_examples_are_valid() {
                     ("/srv/example.org", "org"),
                     ("/srv/example.net", "net"),
                     ("/var/log/ferrohttpd", "log"),
+                    ("/srv/site", "site"),
+                    ("/srv/app", "app"),
                 ] {
                     fs::create_dir_all(d.join(to)).unwrap();
                     toml = toml.replace(from, d.join(to).to_str().unwrap());

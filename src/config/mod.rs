@@ -168,6 +168,9 @@ pub struct Config {
     /// The status endpoint's URL path, when enabled.
     pub status_path: Option<String>,
     pub status_allow: Vec<crate::status::Net>,
+
+    /// `[routing]`, `[[redirect]]` and `[[rewrite]]`: see `crate::route`.
+    pub routing: crate::route::Settings,
 }
 
 impl Default for Config {
@@ -230,6 +233,7 @@ impl Default for Config {
                 crate::status::Net::parse("127.0.0.0/8").unwrap_or_else(|| unreachable!()),
                 crate::status::Net::parse("::1").unwrap_or_else(|| unreachable!()),
             ],
+            routing: crate::route::Settings::default(),
         }
     }
 }

@@ -29,6 +29,33 @@ struct Raw {
     vhost: Option<Vec<RawVhost>>,
     throttle: Option<Vec<RawThrottle>>,
     mime: Option<BTreeMap<String, Spanned<String>>>,
+    routing: Option<RawRouting>,
+    redirect: Option<Vec<RawRule>>,
+    rewrite: Option<Vec<RawRule>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouting {
+    redirects_file: S<String>,
+    clean_urls: S<bool>,
+    clean_url_extensions: S<Vec<String>>,
+    clean_url_redirect: S<bool>,
+    trailing_slash: S<crate::route::TrailingSlash>,
+    fallback: S<String>,
+    fallback_status: S<i64>,
+    hidden: S<Vec<String>>,
+}
+
+/// A `[[redirect]]` or `[[rewrite]]` (the latter takes no status and no query).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    from: Spanned<String>,
+    to: Spanned<String>,
+    status: S<i64>,
+    query: S<crate::route::QueryMode>,
+    host: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -251,6 +278,73 @@ impl Ctx<'_> {
             return self.err(key, v.span(), "must be a non-empty header value of printable characters");
         }
         Ok(v.get_ref().clone())
+    }
+
+    /// A URL path of a file under the root (`"index.html"` or `"/index.html"`), normalized.
+    fn file_path(&self, key: &str, v: &Spanned<String>) -> Result<String, ConfigError> {
+        let raw = v.get_ref();
+        let url = if raw.starts_with('/') { raw.clone() } else { format!("/{raw}") };
+        let mut norm = String::new();
+        if crate::fs::resolve::normalize(url.as_bytes(), &mut norm).is_err() || norm.ends_with('/') {
+            return self.err(key, v.span(), "must be the path of a file under the document root");
+        }
+        Ok(norm)
+    }
+
+    /// Compiles a `[[redirect]]` or `[[rewrite]]` rule; `vhosts` are the ones already read.
+    fn rule(
+        &self,
+        table: &str,
+        r: RawRule,
+        vhosts: &[crate::config::VirtualHost],
+    ) -> Result<crate::route::ScopedRule, ConfigError> {
+        use crate::route::pattern::{Pattern, Template};
+        use crate::route::{Kind, QueryMode, Rule};
+        let redirect = table == "redirect";
+        let from = Pattern::new(r.from.get_ref()).or_else(|e| self.err(&format!("{table}.from"), r.from.span(), e))?;
+        let to = Template::new(r.to.get_ref(), &from, redirect)
+            .or_else(|e| self.err(&format!("{table}.to"), r.to.span(), e))?;
+        let kind = match (&r.status, redirect) {
+            (None, true) => Kind::Redirect(301),
+            (Some(v), true) => match *v.get_ref() {
+                n @ (301 | 302 | 303 | 307 | 308) => Kind::Redirect(n as u16),
+                _ => return self.err("redirect.status", v.span(), "must be 301, 302, 303, 307 or 308"),
+            },
+            (None, false) => Kind::Rewrite(200),
+            (Some(v), false) => return self.err("rewrite.status", v.span(), "a rewrite has no status"),
+        };
+        if !redirect {
+            if let Some(v) = &r.query {
+                return self.err("rewrite.query", v.span(), "a rewrite keeps the request's query");
+            }
+            if to.has_query {
+                return self.err("rewrite.to", r.to.span(), "a rewrite's target cannot have a query");
+            }
+        }
+        let host = match r.host {
+            None => None,
+            Some(h) => {
+                let name = h.get_ref().to_ascii_lowercase();
+                if !vhosts.iter().any(|v| v.host == name) {
+                    return self.err(
+                        &format!("{table}.host"),
+                        h.span(),
+                        format_args!("\"{name}\" is not the host of a [[vhost]]"),
+                    );
+                }
+                Some(name)
+            }
+        };
+        let line = line_of(self.text, r.from.span().start);
+        let rule = Rule {
+            from,
+            to,
+            kind,
+            force: true,
+            query: r.query.map_or(QueryMode::Keep, Spanned::into_inner),
+            origin: format!("[[{table}]] line {line}"),
+        };
+        Ok(crate::route::ScopedRule { host, rule })
     }
 
     fn log_target(&self, key: &str, v: &Spanned<String>, allow_off: bool) -> Result<LogTarget, ConfigError> {
@@ -616,6 +710,67 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             });
         }
         cfg.throttles = out;
+    }
+
+    if let Some(r) = raw.routing {
+        let rt = &mut cfg.routing;
+        if let Some(v) = r.redirects_file {
+            let name = v.get_ref();
+            if name.is_empty() {
+                rt.redirects_file = None;
+            } else if name.contains('/') || name.starts_with('.') || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                return cx.err("routing.redirects_file", v.span(), "must be a file name such as \"_redirects\"");
+            } else {
+                rt.redirects_file = Some(v.into_inner());
+            }
+        }
+        if let Some(v) = r.clean_urls {
+            rt.clean_urls = v.into_inner();
+        }
+        if let Some(v) = r.clean_url_extensions {
+            for e in v.get_ref() {
+                if e.is_empty() || !e.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    return cx.err(
+                        "routing.clean_url_extensions",
+                        v.span(),
+                        format_args!("\"{e}\" is not an extension without the dot, such as \"html\""),
+                    );
+                }
+            }
+            if v.get_ref().is_empty() {
+                return cx.err("routing.clean_url_extensions", v.span(), "needs at least one extension");
+            }
+            rt.clean_url_extensions = v.into_inner();
+        }
+        if let Some(v) = r.clean_url_redirect {
+            rt.clean_url_redirect = v.into_inner();
+        }
+        if let Some(v) = r.trailing_slash {
+            rt.trailing_slash = v.into_inner();
+        }
+        if let Some(v) = r.fallback {
+            rt.fallback = if v.get_ref().is_empty() { None } else { Some(cx.file_path("routing.fallback", &v)?) };
+        }
+        if let Some(v) = r.fallback_status {
+            let n = *v.get_ref();
+            if n != 200 && !(400..=599).contains(&n) {
+                return cx.err("routing.fallback_status", v.span(), "must be 200 or an error status from 400 to 599");
+            }
+            rt.fallback_status = n as u16;
+        }
+        if let Some(v) = r.hidden {
+            rt.hidden = v.get_ref().iter().map(|p| crate::glob::Pattern::new(p)).collect();
+        }
+    }
+
+    let mut rules = Vec::new();
+    for (table, list) in [("redirect", raw.redirect), ("rewrite", raw.rewrite)] {
+        for r in list.unwrap_or_default() {
+            rules.push(cx.rule(table, r, &cfg.vhosts)?);
+        }
+    }
+    if !rules.is_empty() {
+        cfg.routing.rules = rules;
     }
 
     if let Some(m) = raw.mime {

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
+mod routing;
 mod serve;
 
 use crate::fs::cache::{self, FileEntry};

@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use super::routing::Routed;
 use super::{Body, Conn, Part, Staged, ALLOW};
 use crate::fs::cache::{self, DirEntry, FileEntry, Lookup};
 use crate::fs::listing;
@@ -107,10 +108,23 @@ impl Conn {
         if !site.prefix.is_empty() {
             path.insert_str(0, &site.prefix);
         }
+        // Site routing (redirects, rewrites, clean URLs, fallback); thttpd's `-v` host
+        // directories have none.
+        let mut routed = 200;
+        if cx.routes.active && site.prefix.is_empty() {
+            match self.route(cx, req, site.root, path) {
+                Routed::Serve(status) => routed = status,
+                Routed::Sent(status) => return status,
+                Routed::Error(status) => return self.error_response(cx, status, req, Some(&site)),
+            }
+        }
         match self.lookup(cx, &site, path) {
             Ok(Lookup::File(entry)) => {
                 if let Err(status) = self.check_access(cx, req, &entry.url_path, &entry.real_path, entry.mode, &site) {
                     return status;
+                }
+                if routed != 200 {
+                    return self.routed_page(cx, req, entry, routed);
                 }
                 self.file_response(cx, req, entry, &site)
             }
@@ -659,7 +673,7 @@ impl Conn {
 }
 
 /// The body source for an inclusive byte range of a cached file.
-fn body_for(cx: &mut Ctx, rep: Rc<FileEntry>, r: ByteRange) -> Body {
+pub(super) fn body_for(cx: &mut Ctx, rep: Rc<FileEntry>, r: ByteRange) -> Body {
     match &rep.body {
         cache::Body::Empty => Body::None,
         cache::Body::Mapped(_) | cache::Body::Memory(_) => {
