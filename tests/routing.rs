@@ -536,3 +536,37 @@ fn a_generated_site_is_served_from_the_readme_config() {
     check("feed", probe("/feed.xml", "Accept: */*\r\n"), 200, None, "<rss");
     f.finish();
 }
+
+#[test]
+fn health_endpoint_answers_from_memory_and_can_stay_out_of_the_log() {
+    let srv = Server::builder()
+        .raw_config(&config("[health]\npath = \"/healthz\"\nlog = false\n\n[routing]\nfallback = \"/index.html\"\n"))
+        // A file of the same name is not what answers.
+        .setup(|_, root| write(root, "healthz", "from the disk\n"))
+        .start();
+    let r = get(&srv, "/healthz");
+    assert_eq!((r.status, r.body_text().as_str()), (200, "OK\n"), "{}", r.describe());
+    assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.header("Cache-Control"), Some("no-store"));
+    let r = get(&srv, "/healthz?probe=1");
+    assert_eq!((r.status, r.body_text().as_str()), (200, "OK\n"), "{}", r.describe());
+    let r = req(&srv, "HEAD", "/healthz", "");
+    assert_eq!((r.status, r.header("Content-Length"), r.body.len()), (200, Some("3"), 0), "{}", r.describe());
+    assert_eq!(req(&srv, "POST", "/healthz", "Content-Length: 0\r\n").status, 405);
+    // Health checks on a keep-alive connection, then a file: only the file (and the POST) is logged.
+    let mut s = srv.connect();
+    raw(&mut s, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /file.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(read_response(&mut s).body, b"OK\n");
+    assert_eq!(read_response(&mut s).body, FILE_TXT);
+    let lines = srv.wait_access_log(2);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].contains("POST /healthz"), "{lines:?}");
+    assert!(lines[1].contains("GET /file.txt"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("GET /healthz")), "{lines:?}");
+
+    // Logged when asked to.
+    let logged = Server::builder().raw_config(&config("[health]\npath = \"/healthz\"\n")).start();
+    assert_eq!(get(&logged, "/healthz").status, 200);
+    let lines = logged.wait_access_log(1);
+    assert!(lines[0].contains("GET /healthz HTTP/1.1\" 200 3"), "{lines:?}");
+}

@@ -171,6 +171,10 @@ pub struct Config {
 
     /// `[routing]`, `[[redirect]]` and `[[rewrite]]`: see `crate::route`.
     pub routing: crate::route::Settings,
+    /// The health endpoint's URL path, when enabled: `200 OK` to anyone, no file touched.
+    pub health_path: Option<String>,
+    /// Whether health checks go to the access log.
+    pub health_log: bool,
 }
 
 impl Default for Config {
@@ -234,6 +238,8 @@ impl Default for Config {
                 crate::status::Net::parse("::1").unwrap_or_else(|| unreachable!()),
             ],
             routing: crate::route::Settings::default(),
+            health_path: None,
+            health_log: true,
         }
     }
 }

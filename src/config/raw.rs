@@ -30,8 +30,16 @@ struct Raw {
     throttle: Option<Vec<RawThrottle>>,
     mime: Option<BTreeMap<String, Spanned<String>>>,
     routing: Option<RawRouting>,
+    health: Option<RawHealth>,
     redirect: Option<Vec<RawRule>>,
     rewrite: Option<Vec<RawRule>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHealth {
+    path: S<String>,
+    log: S<bool>,
 }
 
 #[derive(Deserialize)]
@@ -597,6 +605,24 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         cfg.status_path = enabled.then_some(path);
     }
 
+    if let Some(h) = raw.health {
+        if let Some(v) = h.path {
+            let p = v.get_ref();
+            if p.is_empty() {
+                cfg.health_path = None;
+            } else if !p.starts_with('/') || !p.bytes().all(|b| b.is_ascii_graphic() && b != b'?') {
+                return cx.err("health.path", v.span(), "must be a URL path such as \"/healthz\", or \"\"");
+            } else if cfg.status_path.as_deref() == Some(p) {
+                return cx.err("health.path", v.span(), "is the status page's path");
+            } else {
+                cfg.health_path = Some(v.into_inner());
+            }
+        }
+        if let Some(v) = h.log {
+            cfg.health_log = v.into_inner();
+        }
+    }
+
     if let Some(c) = raw.compression {
         if let Some(v) = c.precompressed {
             let mut list = Vec::new();
@@ -941,5 +967,11 @@ mod tests {
         assert_eq!(c.access_log, d.access_log);
         assert_eq!(c.log_format, d.log_format);
         assert_eq!(c.error_log, d.error_log);
+        assert_eq!(c.health_path, d.health_path);
+        assert_eq!(c.health_log, d.health_log);
+        assert!(!c.routing.active(), "the shipped file turns routing on");
+        assert_eq!(c.routing.clean_url_extensions, d.routing.clean_url_extensions);
+        assert_eq!(c.routing.trailing_slash, d.routing.trailing_slash);
+        assert_eq!(c.routing.fallback_status, d.routing.fallback_status);
     }
 }

@@ -539,7 +539,9 @@ impl Conn {
         self.close_after = !keep;
 
         let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
+        let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
         let status = match req.method {
+            Method::Get | Method::Head if is_health => self.health(cx, req),
             Method::Get | Method::Head if is_status_page => self.status_page(cx, req),
             Method::Get | Method::Head => self.serve_file(cx, req),
             Method::Options => {
@@ -560,7 +562,12 @@ impl Conn {
             self.phase = Phase::Paused;
             return false;
         }
-        self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
+        if is_health && !cx.cfg.health_log && matches!(req.method, Method::Get | Method::Head) {
+            // An empty pending line is never written.
+            self.log = Pending::default();
+        } else {
+            self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
+        }
         self.start_send(cx, status);
         true
     }

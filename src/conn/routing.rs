@@ -1,6 +1,6 @@
 //! The one place a request meets the site's routing (`crate::route`): called by
 //! `serve::serve_path` after the site is picked and before the file cache lookup, only
-//! when routing is configured. It asks the router, answering its redirects here, and lets
+//! when routing is configured. The health endpoint is answered here too. It asks the router, answering its redirects here, and lets
 //! the pipeline serve whatever path the router settled on, so preconditions, ranges,
 //! precompressed siblings, access checks and `[[headers]]` all apply to the file served.
 
@@ -55,6 +55,22 @@ impl Conn {
             }
             Action::Status(status) => Routed::Error(status),
         }
+    }
+
+    /// The health endpoint (`[health] path`): `200 OK` from memory, for any client, with
+    /// no filesystem access, so a load balancer sees the process answering.
+    pub(super) fn health(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.fixed_fields);
+        h.field("Content-Type", b"text/plain; charset=utf-8");
+        h.number("Content-Length", 3);
+        h.field("Cache-Control", b"no-store");
+        h.finish(!self.close_after, req.minor);
+        if req.method != Method::Head {
+            let mut buf = cx.take_body();
+            buf.extend_from_slice(b"OK\n");
+            self.body = super::Body::Mem { buf, pos: 0 };
+        }
+        200
     }
 
     /// A file sent as the body of an error status (the fallback's 404, a `_redirects` 404
