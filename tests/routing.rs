@@ -512,6 +512,9 @@ fn a_generated_site_is_served_from_the_readme_config() {
     let html = "Accept: text/html\r\n";
     let probe = |target: &str, accept: &str| req(&srv, "GET", target, accept);
     let mut f = Failures::new();
+    let css = probe("/css/site.css", "Accept: text/css\r\n");
+    let cc = css.header("Cache-Control").map(str::to_string);
+    let html_cc = probe("/about", html).header("Cache-Control").map(str::to_string);
     let mut check = |what: &str, r: Response, status: u16, location: Option<&str>, body_has: &str| {
         let ok = r.status == status && r.header("Location") == location && r.body_text().contains(body_has);
         f.check(what, if ok { Ok(()) } else { Err(r.describe()) });
@@ -527,13 +530,16 @@ fn a_generated_site_is_served_from_the_readme_config() {
     check("_redirects splat", probe("/feed/x", html), 302, Some("/feed.xml"), "");
     check("_redirects 200 rewrite", probe("/latest", html), 200, None, "Hello, world");
     check("_redirects external", probe("/gh", html), 302, Some("https://github.example/me"), "");
-    check("asset", probe("/css/site.css", "Accept: text/css\r\n"), 200, None, "font-family");
+    check("asset", css, 200, None, "font-family");
     check("missing asset", probe("/css/nope.css", "Accept: text/css\r\n"), 404, None, "Page not found");
     check("fallback page", probe("/no/such/page", html), 404, None, "Page not found");
     check("JSON client", probe("/no/such/page", "Accept: application/json\r\n"), 404, None, "");
     check("_redirects not served", probe("/_redirects", html), 404, None, "");
     check("_headers not served", probe("/_headers", html), 404, None, "");
     check("feed", probe("/feed.xml", "Accept: */*\r\n"), 200, None, "<rss");
+    let immutable = Some("public, max-age=31536000, immutable");
+    f.check("_headers on /css/*", if cc.as_deref() == immutable { Ok(()) } else { Err(format!("{cc:?}")) });
+    f.check("_headers not on pages", if html_cc.is_none() { Ok(()) } else { Err(format!("{html_cc:?}")) });
     f.finish();
 }
 

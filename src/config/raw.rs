@@ -46,6 +46,7 @@ struct RawHealth {
 #[serde(deny_unknown_fields)]
 struct RawRouting {
     redirects_file: S<String>,
+    headers_file: S<String>,
     clean_urls: S<bool>,
     clean_url_extensions: S<Vec<String>>,
     clean_url_redirect: S<bool>,
@@ -748,6 +749,16 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 return cx.err("routing.redirects_file", v.span(), "must be a file name such as \"_redirects\"");
             } else {
                 rt.redirects_file = Some(v.into_inner());
+            }
+        }
+        if let Some(v) = r.headers_file {
+            let name = v.get_ref();
+            if name.is_empty() {
+                rt.headers_file = None;
+            } else if name.contains('/') || name.starts_with('.') || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                return cx.err("routing.headers_file", v.span(), "must be a file name such as \"_headers\"");
+            } else {
+                rt.headers_file = Some(v.into_inner());
             }
         }
         if let Some(v) = r.clean_urls {

@@ -706,7 +706,9 @@ fn representation_headers(
         h.field("Vary", b"Accept-Encoding");
     }
     let mut cache_control: Option<&str> = None;
-    for rule in &cx.cfg.header_rules {
+    // `[[headers]]`, then the site's `_headers` file (routing): later rules win.
+    let site_rules = if cx.routes.active { cx.routes.header_rules(site.root.map_or(0, |i| i + 1)) } else { &[] };
+    for rule in cx.cfg.header_rules.iter().chain(site_rules) {
         let path_ok = rule.pattern.as_ref().is_none_or(|p| p.matches(url));
         let mime_ok = rule.mime.as_ref().is_none_or(|m| original.content_type.starts_with(m.as_str()));
         if path_ok && mime_ok {

@@ -7,7 +7,7 @@
 //! value, and answers with an [`Action`], so every protocol gets the same rules.
 //!
 //! The order, first decision wins (the README and `ferrohttpd.toml(5)` show the same list):
-//! 1. **hidden paths** (`[routing] hidden` patterns, and the redirects file itself) are 404,
+//! 1. **hidden paths** (`[routing] hidden` patterns, and the redirects and headers files) are 404,
 //!    before and after any rewrite;
 //! 2. **redirects and rewrites**: TOML `[[redirect]]` rules, then `[[rewrite]]` rules, then
 //!    the site's `_redirects` lines, each in the order written; the first match applies.
@@ -91,6 +91,8 @@ pub enum TrailingSlash {
 pub struct Settings {
     /// The Netlify-style rules file read at each site's root ("_redirects"), if enabled.
     pub redirects_file: Option<String>,
+    /// The Netlify-style header rules file read at each site's root ("_headers").
+    pub headers_file: Option<String>,
     pub clean_urls: bool,
     /// Extensions (without the dot) a clean URL may omit, tried in order.
     pub clean_url_extensions: Vec<String>,
@@ -110,6 +112,7 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             redirects_file: None,
+            headers_file: None,
             clean_urls: false,
             clean_url_extensions: vec!["html".into()],
             clean_url_redirect: false,
@@ -126,6 +129,7 @@ impl Settings {
     /// Whether any routing is configured at all.
     pub fn active(&self) -> bool {
         self.redirects_file.is_some()
+            || self.headers_file.is_some()
             || self.clean_urls
             || self.trailing_slash != TrailingSlash::Leave
             || self.fallback.is_some()
@@ -227,6 +231,8 @@ pub enum Action {
 #[derive(Debug, Default)]
 struct SiteRoutes {
     rules: RuleSet,
+    /// From the site's headers file, applied after `[[headers]]`.
+    headers: Vec<crate::config::HeaderRule>,
 }
 
 /// The routing of every site: index 0 is the main root, `i + 1` the `[[vhost]]` number `i`.
@@ -276,7 +282,14 @@ impl Routes {
                     }
                 }
             }
-            sites.push(SiteRoutes { rules });
+            let mut headers = Vec::new();
+            if let Some(name) = &settings.headers_file {
+                if let Some(text) = read_root_file(root, name, opts)? {
+                    let label = root.path().join(name).display().to_string();
+                    headers = netlify::parse_headers(&label, &text)?;
+                }
+            }
+            sites.push(SiteRoutes { rules, headers });
         }
         Ok((Routes { sites, settings: settings.clone(), active: true }, warnings))
     }
@@ -301,10 +314,17 @@ impl Routes {
         self.sites.get(site).map_or(0, |s| s.rules.len())
     }
 
+    /// The header rules of a site's headers file (empty without one).
+    pub fn header_rules(&self, site: usize) -> &[crate::config::HeaderRule] {
+        self.sites.get(site).map_or(&[], |s| s.headers.as_slice())
+    }
+
     fn hidden(&self, path: &str) -> bool {
         let name = path.rsplit('/').next().unwrap_or("");
-        self.settings.redirects_file.as_deref() == Some(name) && path.len() == name.len() + 1
-            || self.settings.hidden.iter().any(|p| p.matches(path))
+        let s = &self.settings;
+        let rules_file = path.len() == name.len() + 1
+            && (s.redirects_file.as_deref() == Some(name) || s.headers_file.as_deref() == Some(name));
+        rules_file || s.hidden.iter().any(|p| p.matches(path))
     }
 
     /// Decides what `path` (normalized, of site `site`) maps to. `path` is changed in place

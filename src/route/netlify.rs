@@ -1,4 +1,7 @@
-//! Netlify-style `_redirects` files: one rule a line, `from to [status][!]`.
+//! Netlify-style `_redirects` files (one rule a line, `from to [status][!]`) and
+//! `_headers` files (a path line, then indented `Name: value` lines).
+//!
+//! # `_redirects`
 //!
 //! The subset read:
 //! - blank lines and lines starting with `#` are skipped; a `#` after the fields starts a
@@ -21,8 +24,21 @@
 //!   `Role=admin`, a proxy: a 200 to an `http(s)://` URL, any other status such as 410) is
 //!   skipped with a warning naming the file and the line, written to the error log.
 
+//!
+//! # `_headers`
+//!
+//! A line starting in the first column is a path pattern: literal segments, `:name` for
+//! one segment and `*` for any run of segments (so `/css/*` is the URL pattern
+//! `/css/**`); the indented lines under it are `Name: value` headers for the files whose
+//! path matches. `Cache-Control` replaces the one `max_age` gives, as in `[[headers]]`;
+//! the others are added. Like `[[headers]]`, the pattern is matched against the path of
+//! the file served (`/about.html` for the clean URL `/about`). Blank lines and `#` lines
+//! are skipped; anything else (a header before any path, a line without `:`, a bad name or
+//! value, a `?` or `|` in a path) refuses the file with its line.
+
 use super::pattern::{Pattern, Template};
 use super::{Kind, QueryMode, Rule};
+use crate::config::HeaderRule;
 
 /// Parses a `_redirects` file. `name` is used in messages. Returns the rules and the
 /// warnings for skipped lines, or the error for the first malformed line.
@@ -100,6 +116,52 @@ pub fn parse(name: &str, text: &str) -> Result<(Vec<Rule>, Vec<String>), String>
     Ok((rules, warnings))
 }
 
+/// Parses a `_headers` file into header rules, in file order.
+pub fn parse_headers(name: &str, text: &str) -> Result<Vec<HeaderRule>, String> {
+    let mut rules: Vec<HeaderRule> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if !line.starts_with([' ', '\t']) {
+            if !trimmed.starts_with('/') || trimmed.contains(['?', '|', ' ', '\t']) {
+                return Err(format!("{name} line {n}: \"{trimmed}\" is not a path pattern such as /css/*"));
+            }
+            let glob: Vec<String> = trimmed
+                .split('/')
+                .map(|seg| match seg {
+                    "*" => "**".to_string(),
+                    s if s.starts_with(':') => "*".to_string(),
+                    s => s.to_string(),
+                })
+                .collect();
+            let pattern = crate::glob::Pattern::new(&glob.join("/"));
+            rules.push(HeaderRule { pattern: Some(pattern), mime: None, cache_control: None, headers: Vec::new() });
+            continue;
+        }
+        let Some(rule) = rules.last_mut() else {
+            return Err(format!("{name} line {n}: a header before any path"));
+        };
+        let Some((field, value)) = trimmed.split_once(':') else {
+            return Err(format!("{name} line {n}: expected \"Name: value\""));
+        };
+        let (field, value) = (field.trim(), value.trim());
+        let token =
+            !field.is_empty() && field.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token || value.is_empty() || !crate::http::is_field_value(value.as_bytes()) {
+            return Err(format!("{name} line {n}: \"{trimmed}\" is not a valid header"));
+        }
+        if field.eq_ignore_ascii_case("cache-control") {
+            rule.cache_control = Some(value.to_string());
+        } else {
+            rule.headers.push((field.to_string(), value.to_string()));
+        }
+    }
+    Ok(rules)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +202,30 @@ mod tests {
         ] {
             let e = parse("_redirects", text).unwrap_err();
             assert!(e.starts_with(&format!("_redirects line {line}:")), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn headers_files() {
+        let text = "# comment\n/css/*\n  Cache-Control: public, max-age=31536000, immutable\n  X-A: 1\n\n/posts/:slug/index.html\n\tX-B: 2\n";
+        let rules = parse_headers("_headers", text).unwrap();
+        assert_eq!(rules.len(), 2);
+        assert!(rules[0].pattern.as_ref().unwrap().matches("/css/a/site.css"));
+        assert!(!rules[0].pattern.as_ref().unwrap().matches("/js/x.js"));
+        assert_eq!(rules[0].cache_control.as_deref(), Some("public, max-age=31536000, immutable"));
+        assert_eq!(rules[0].headers, vec![("X-A".to_string(), "1".to_string())]);
+        assert!(rules[1].pattern.as_ref().unwrap().matches("/posts/hi/index.html"));
+        assert!(!rules[1].pattern.as_ref().unwrap().matches("/posts/a/b/index.html"));
+        for (text, line) in [
+            ("  X-A: 1\n", 1),
+            ("/a\n  no colon\n", 2),
+            ("/a\n  Bad Name: x\n", 2),
+            ("/a\n\n  X: \n", 3),
+            ("/a?b\n", 1),
+            ("css/*\n", 1),
+        ] {
+            let e = parse_headers("_headers", text).unwrap_err();
+            assert!(e.starts_with(&format!("_headers line {line}:")), "{text:?}: {e}");
         }
     }
 }
