@@ -104,6 +104,9 @@ pub struct Config {
     pub max_connections: usize,
     /// Connections one client address may hold open at once (0: no limit).
     pub max_connections_per_ip: u32,
+    /// Proxies whose `Forwarded`/`X-Forwarded-For` give the client address for the access
+    /// log and the status page's ACL (`http::forwarded`).
+    pub trusted_proxies: Vec<crate::status::Net>,
     pub backlog: u32,
     /// TCP_DEFER_ACCEPT on the sockets ferrohttpd binds: see [`Config::defer_accept_secs`].
     pub defer_accept: bool,
@@ -186,6 +189,7 @@ impl Default for Config {
             workers: 1,
             max_connections: 10_000,
             max_connections_per_ip: 0,
+            trusted_proxies: Vec::new(),
             backlog: 1024,
             defer_accept: true,
             pid_file: None,

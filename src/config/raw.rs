@@ -75,6 +75,7 @@ struct RawServer {
     workers: S<RawWorkers>,
     max_connections: S<i64>,
     max_connections_per_ip: S<i64>,
+    trusted_proxies: S<Vec<String>>,
     backlog: S<i64>,
     defer_accept: S<bool>,
     pid_file: S<String>,
@@ -451,6 +452,22 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
         if let Some(v) = s.max_connections_per_ip {
             cfg.max_connections_per_ip = cx.int("server.max_connections_per_ip", &v, 0, 10_000_000)?;
+        }
+        if let Some(v) = s.trusted_proxies {
+            let mut nets = Vec::new();
+            for a in v.get_ref() {
+                match crate::status::Net::parse(a) {
+                    Some(n) => nets.push(n),
+                    None => {
+                        return cx.err(
+                            "server.trusted_proxies",
+                            v.span(),
+                            format_args!("\"{a}\" is not an address or network"),
+                        )
+                    }
+                }
+            }
+            cfg.trusted_proxies = nets;
         }
         if let Some(v) = s.pid_file {
             cfg.pid_file = if v.get_ref().is_empty() { None } else { Some(base.join(v.get_ref())) };
@@ -978,6 +995,7 @@ mod tests {
         assert_eq!(c.access_log, d.access_log);
         assert_eq!(c.log_format, d.log_format);
         assert_eq!(c.error_log, d.error_log);
+        assert_eq!(c.trusted_proxies, d.trusted_proxies);
         assert_eq!(c.health_path, d.health_path);
         assert_eq!(c.health_log, d.health_log);
         assert!(!c.routing.active(), "the shipped file turns routing on");

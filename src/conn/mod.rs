@@ -157,6 +157,8 @@ pub struct Conn {
     id: u64,
     /// The verification job a paused request waits for.
     waiting: Option<u64>,
+    /// The client of the current request: `peer`, or the address a trusted proxy gave.
+    client: IpAddr,
     phase: Phase,
     /// Read buffer (from the pool), `rbuf[rstart..rend]` unconsumed.
     rbuf: Option<Box<[u8]>>,
@@ -205,6 +207,7 @@ impl Conn {
             peer,
             id: cx.counters.accepted,
             waiting: None,
+            client: peer,
             phase: Phase::Idle,
             rbuf: None,
             rstart: 0,
@@ -537,6 +540,11 @@ impl Conn {
             Framing::Chunked => self.discard = Discard::Chunked(ChunkedSkipper::default()),
         }
         self.close_after = !keep;
+        self.client = if cx.cfg.trusted_proxies.is_empty() {
+            self.peer
+        } else {
+            crate::http::forwarded::client(self.peer, &cx.cfg.trusted_proxies, req.forwarded, req.x_forwarded_for)
+        };
 
         let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
         let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
@@ -575,6 +583,7 @@ impl Conn {
     /// Answers a request that cannot be trusted, and closes after the response.
     fn reject(&mut self, cx: &mut Ctx, rej: Reject, line: RequestLine<'_>) {
         self.close_after = true;
+        self.client = self.peer;
         self.discard = Discard::None;
         self.simple_response_raw(cx, rej.status, 1, false, None);
         self.begin_log(cx, rej.status, line, None, None);
@@ -584,7 +593,7 @@ impl Conn {
     fn begin_log(&mut self, cx: &Ctx, status: u16, line: RequestLine<'_>, referer: Option<&[u8]>, ua: Option<&[u8]>) {
         if cx.access.enabled() {
             let rec = Record {
-                client: self.peer,
+                client: self.client,
                 time: cx.clock.log_date(),
                 line,
                 status,

@@ -559,7 +559,7 @@ impl Conn {
 
     /// The status endpoint, for allowed client addresses only.
     pub(super) fn status_page(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
-        if !cx.cfg.status_allow.iter().any(|n| n.contains(self.peer)) {
+        if !cx.cfg.status_allow.iter().any(|n| n.contains(self.client)) {
             return self.error_response(cx, 403, req, None);
         }
         let format = status::Format::from_query(req.query);

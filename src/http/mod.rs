@@ -4,6 +4,7 @@
 pub mod conditional;
 pub mod date;
 pub mod encoding;
+pub mod forwarded;
 pub mod mime;
 pub mod range;
 pub mod request;

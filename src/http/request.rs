@@ -84,6 +84,10 @@ pub struct Request<'b> {
     pub accept_encoding: Option<&'b [u8]>,
     pub accept: Option<&'b [u8]>,
     pub authorization: Option<&'b [u8]>,
+    /// `Forwarded` and `X-Forwarded-For`, read only from trusted proxies
+    /// (`http::forwarded`); a header sent more than once is handed over empty.
+    pub forwarded: Option<&'b [u8]>,
+    pub x_forwarded_for: Option<&'b [u8]>,
     /// Bytes of the head, including the blank line; the body or the next request follows.
     pub head_len: usize,
 }
@@ -199,6 +203,8 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
         accept_encoding: None,
         accept: None,
         authorization: None,
+        forwarded: None,
+        x_forwarded_for: None,
         head_len,
     };
 
@@ -257,6 +263,12 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
                 15 if name.eq_ignore_ascii_case("accept-encoding") => &mut r.accept_encoding,
                 17 if name.eq_ignore_ascii_case("if-modified-since") => &mut r.if_modified_since,
                 19 if name.eq_ignore_ascii_case("if-unmodified-since") => &mut r.if_unmodified_since,
+                9 | 15 if name.eq_ignore_ascii_case("forwarded") || name.eq_ignore_ascii_case("x-forwarded-for") => {
+                    let slot = if name.len() == 9 { &mut r.forwarded } else { &mut r.x_forwarded_for };
+                    // Repeated: ignored as a whole rather than joined by guesswork.
+                    *slot = Some(if slot.is_some() { &[][..] } else { value });
+                    continue;
+                }
                 _ => continue,
             };
             *slot = Some(value);
