@@ -125,6 +125,16 @@ to = "/:splat"
     expect(&mut f, &srv, "/file.txt", 200, None, Some(std::str::from_utf8(FILE_TXT).unwrap()));
     expect(&mut f, &srv, "/dir", 301, Some("/dir/"), None);
     f.finish();
+    // Every redirect status has its reason phrase.
+    for (target, line) in [
+        ("/old", "HTTP/1.1 301 Moved Permanently"),
+        ("/blog/1/2", "HTTP/1.1 302 Found"),
+        ("/see", "HTTP/1.1 303 See Other"),
+        ("/search", "HTTP/1.1 307 Temporary Redirect"),
+        ("/docs/x", "HTTP/1.1 308 Permanent Redirect"),
+    ] {
+        assert_eq!(get(&srv, target).status_line, line);
+    }
 
     // curl sees the same, and follows a relative redirect.
     let url = format!("http://127.0.0.1:{}/old?k=v", srv.port());
@@ -242,6 +252,7 @@ fn bad_rules_are_load_errors_naming_key_and_line() {
         ("[[redirect]]\nfrom = \"/a\"\nto = \"/b\"\nhost = \"nowhere.example\"\n", "redirect.host", 12),
         ("[routing]\ntrailing_slash = \"sometimes\"\n", "routing.trailing_slash", 10),
         ("[routing]\nfallback_status = 302\n", "routing.fallback_status", 10),
+        ("[routing]\nfallback_status = 418\n", "routing.fallback_status", 10),
     ] {
         let dir = tempfile::TempDir::new().unwrap();
         let text = config(rules)

@@ -807,8 +807,13 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
         if let Some(v) = r.fallback_status {
             let n = *v.get_ref();
-            if n != 200 && !(400..=599).contains(&n) {
-                return cx.err("routing.fallback_status", v.span(), "must be 200 or an error status from 400 to 599");
+            let known = (400..=599).contains(&n) && crate::http::reason(n as u16) != "Unknown";
+            if n != 200 && !known {
+                return cx.err(
+                    "routing.fallback_status",
+                    v.span(),
+                    "must be 200 or an error status the server sends, such as 404 or 410",
+                );
             }
             rt.fallback_status = n as u16;
         }
