@@ -7,6 +7,8 @@
 //! [`fs::resolve`] percent-decodes and normalizes the path and opens the file under the
 //! document root, enforcing the dotfile and symlink policies, index files and directory
 //! redirects; it is the only code that touches the filesystem on behalf of a client.
+//! Before the file is looked up, [`route`] applies the site's routing (redirects, rewrites,
+//! clean URLs, the SPA fallback) when any is configured.
 //! [`http::response`] renders the head into a reused buffer; small bodies go out with the
 //! head in one `sendmsg`, larger files with `sendfile`. The access record is completed in
 //! [`log`] when the last byte is out, and the connection goes back to idle (keep-alive) or
