@@ -587,3 +587,23 @@ fn health_endpoint_answers_from_memory_and_can_stay_out_of_the_log() {
     let lines = logged.wait_access_log(1);
     assert!(lines[0].contains("GET /healthz HTTP/1.1\" 200 3"), "{lines:?}");
 }
+
+#[test]
+fn curl_follows_the_generated_sites_redirects() {
+    let text = readme_site_config();
+    let site = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/site");
+    let srv = Server::builder()
+        .raw_config(&text.replace("\"/srv/site\"", "\"{dir}/site\"").replace("0.0.0.0:8080", "127.0.0.1:0"))
+        .setup(move |dir, _| copy_tree(&site, &dir.join("site")))
+        .start();
+    let url = |p: &str| format!("http://127.0.0.1:{}{p}", srv.port());
+    let o = curl(&["-L", "-w", "\n%{http_code} %{num_redirects} %{url_effective}", &url("/blog/hello-world")]);
+    let out = o.stdout_text();
+    assert!(out.contains("<h1>Hello, world</h1>"), "{out}");
+    assert!(out.ends_with(&format!("200 1 {}", url("/posts/hello-world/"))), "{out}");
+    let o = curl(&["-L", "-w", "\n%{http_code} %{num_redirects}", "-H", "Accept: text/html", &url("/about.html")]);
+    let out = o.stdout_text();
+    assert!(out.contains("<h1>About</h1>") && out.ends_with("200 1"), "{out}");
+    let o = curl(&["-w", "\n%{http_code}", &url("/_redirects")]);
+    assert!(o.stdout_text().ends_with("404") && !o.stdout_text().contains("/blog/:slug"), "{o:?}");
+}
