@@ -330,6 +330,18 @@ fn a_malformed_redirects_file_is_refused_with_its_line() {
     assert_ne!(o.code, Some(0), "{o:?}");
     let err = o.stderr.clone();
     assert!(err.contains("_redirects line 4") && err.contains("from to"), "{err}");
+    // A malformed _headers line too.
+    fs::write(root.join("_redirects"), "/ok /fine\n").unwrap();
+    write(&root, "_headers", "/css/*\n  Cache-Control public\n");
+    let text = config("[routing]\nredirects_file = \"_redirects\"\nheaders_file = \"_headers\"\n")
+        .replace("{root}", root.to_str().unwrap())
+        .replace("{dir}", dir.path().to_str().unwrap());
+    let cfg2 = dir.path().join("g.toml");
+    fs::write(&cfg2, text).unwrap();
+    let o = run_program(BIN, &["--check-config", "--config", cfg2.to_str().unwrap()], None);
+    assert_ne!(o.code, Some(0), "{o:?}");
+    assert!(o.stderr.contains("_headers line 2"), "{}", o.stderr);
+    fs::write(root.join("_redirects"), "/ok /fine\n\n# note\n/broken\n").unwrap();
     // The server does not start either.
     let o = run_program(BIN, &["--config", cfg.to_str().unwrap()], None);
     assert_ne!(o.code, Some(0), "{o:?}");

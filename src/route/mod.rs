@@ -408,7 +408,8 @@ impl Routes {
         if stem_len == 0 {
             return (probe(path) != Probe::Missing).then_some(Page::Serve);
         }
-        let mut candidate = String::with_capacity(path.len() + 8);
+        // Allocated only once a clean-URL candidate is tried.
+        let mut candidate = String::new();
         let clean = |candidate: &mut String, probe: &mut dyn FnMut(&str) -> Probe| -> bool {
             if !s.clean_urls {
                 return false;
