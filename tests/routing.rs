@@ -491,6 +491,10 @@ fn fallback_with_a_not_found_status_and_error_pages() {
     let r = req(&srv, "GET", "/nowhere", "Accept: text/html\r\n");
     assert_eq!((r.status, r.body_text().as_str()), (404, "<h1>Lost?</h1>\n"), "{}", r.describe());
     assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
+    // Sent as an error page is: no validator, preconditions ignored, not stored.
+    assert_eq!((r.header("ETag"), r.header("Cache-Control")), (None, Some("no-store")), "{}", r.describe());
+    let r = req(&srv, "GET", "/nowhere", "Accept: text/html\r\nIf-None-Match: *\r\n");
+    assert_eq!(r.status, 404, "{}", r.describe());
     assert_eq!(req(&srv, "HEAD", "/nowhere", "Accept: text/html\r\n").header("Content-Length"), Some("15"));
     // An asset miss gets the [errors] page instead.
     let r = req(&srv, "GET", "/nowhere.js", "Accept: */*\r\n");

@@ -74,12 +74,13 @@ impl Conn {
     }
 
     /// A file sent as the body of an error status (the fallback's 404, a `_redirects` 404
-    /// rewrite), as error pages are: no ranges, no validators, `Cache-Control: no-cache`.
+    /// rewrite), as error pages are: no ranges, no validators, preconditions ignored (RFC
+    /// 9110 §13.2.1), `Cache-Control: no-store`.
     pub(super) fn routed_page(&mut self, cx: &mut Ctx, req: &Request<'_>, page: Rc<FileEntry>, status: u16) -> u16 {
         let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
         h.field("Content-Type", page.content_type.as_bytes());
         h.number("Content-Length", page.size);
-        h.field("Cache-Control", b"no-cache");
+        h.field("Cache-Control", b"no-store");
         h.finish(!self.close_after, req.minor);
         if req.method != Method::Head && page.size > 0 {
             let end = page.size - 1;
