@@ -129,17 +129,21 @@ pub struct AccessLog {
     /// Lines go to syslog: no date in them.
     syslog: bool,
     format: LogFormat,
+    /// thttpd's record: an absent or empty referrer or user agent is written `""`, not `"-"`.
+    thttpd: bool,
     sink: Option<Sink>,
     buf: Vec<u8>,
     oldest: Option<Instant>,
 }
 
 impl AccessLog {
-    pub fn open(target: &LogTarget, format: LogFormat) -> io::Result<AccessLog> {
+    /// Opens the access log. `thttpd`: write the record as thttpd's `make_log_entry` does.
+    pub fn open(target: &LogTarget, format: LogFormat, thttpd: bool) -> io::Result<AccessLog> {
         Ok(AccessLog {
             syslog: *target == LogTarget::Syslog,
             target: target.clone(),
             format,
+            thttpd,
             sink: Sink::open(target, Sink::Stdout)?,
             buf: Vec::new(),
             oldest: None,
@@ -193,6 +197,8 @@ impl AccessLog {
                         out.extend_from_slice(b" \"");
                         match v {
                             Some(v) if !v.is_empty() => escape_clf(out, clip(v)),
+                            // thttpd starts both fields as "" and prints them as they are.
+                            _ if self.thttpd => {}
                             _ => out.push(b'-'),
                         }
                         out.push(b'"');
@@ -365,8 +371,19 @@ mod tests {
     use super::*;
 
     fn line(format: LogFormat, rl: RequestLine<'_>, ua: Option<&[u8]>) -> String {
-        let log =
-            AccessLog { target: LogTarget::Off, syslog: false, format, sink: None, buf: Vec::new(), oldest: None };
+        line_as(format, false, rl, ua)
+    }
+
+    fn line_as(format: LogFormat, thttpd: bool, rl: RequestLine<'_>, ua: Option<&[u8]>) -> String {
+        let log = AccessLog {
+            target: LogTarget::Off,
+            syslog: false,
+            format,
+            thttpd,
+            sink: None,
+            buf: Vec::new(),
+            oldest: None,
+        };
         let mut p = Pending::default();
         log.begin(
             &mut p,
@@ -398,6 +415,20 @@ mod tests {
             l,
             "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /a\\x22b HTTP/1.1\" 200 42 \"-\" \"curl/8\\x01\"\n"
         );
+    }
+
+    #[test]
+    fn thttpd_writes_absent_fields_as_empty_quotes() {
+        let get = || RequestLine::Parsed { method: "GET", target: "/", minor: 1 };
+        let l = line_as(LogFormat::Combined, true, get(), None);
+        assert!(l.ends_with("\" 200 42 \"\" \"\"\n"), "{l}");
+        let l = line_as(LogFormat::Combined, true, get(), Some(b""));
+        assert!(l.ends_with("\" 200 42 \"\" \"\"\n"), "{l}");
+        let l = line_as(LogFormat::Combined, true, get(), Some(b"ua"));
+        assert!(l.ends_with("\" 200 42 \"\" \"ua\"\n"), "{l}");
+        // The ferrohttpd personality keeps the Combined Log Format's "-".
+        let l = line_as(LogFormat::Combined, false, get(), None);
+        assert!(l.ends_with("\" 200 42 \"-\" \"-\"\n"), "{l}");
     }
 
     #[test]

@@ -190,7 +190,8 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
         vroots.push((v.host.clone(), r));
     }
     let (routes, route_warnings) = Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
-    let access = AccessLog::open(&cfg.access_log, cfg.log_format).map_err(|e| StartError(e.to_string()))?;
+    let access =
+        AccessLog::open(&cfg.access_log, cfg.log_format, cfg.thttpd.enabled).map_err(|e| StartError(e.to_string()))?;
     let errors = ErrorLog::open(&cfg.error_log).map_err(|e| StartError(e.to_string()))?;
     Ok(Resources { root, vroots, access, errors, routes, route_warnings })
 }
