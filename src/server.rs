@@ -613,6 +613,19 @@ impl Server {
         true
     }
 
+    /// Rebuilds the per-IP counts from the connections open now (after a reload changed the
+    /// limit: from 0 nothing was counted, and every open connection must count against the
+    /// new limit, or closing it would later take a slot from a newer one).
+    fn recount_per_ip(&mut self) {
+        self.cx.per_ip.clear();
+        if self.cx.cfg.max_connections_per_ip == 0 {
+            return;
+        }
+        for (_, c) in self.conns.iter() {
+            *self.cx.per_ip.entry(c.peer).or_insert(0) += 1;
+        }
+    }
+
     fn release_ip(&mut self, ip: IpAddr) {
         if self.cx.cfg.max_connections_per_ip == 0 {
             return;
@@ -849,12 +862,12 @@ impl Server {
         };
         self.cx.cache = FileCache::new(cache_config(&new));
         self.cx.rbufs.clear();
-        if new.max_connections_per_ip != self.cx.cfg.max_connections_per_ip {
-            // Counting starts afresh; connections open now were not counted.
-            self.cx.per_ip.clear();
-        }
         self.cx.fixed_fields = fixed_fields(&new.server_header, new.thttpd.p3p.as_deref());
+        let recount = new.max_connections_per_ip != self.cx.cfg.max_connections_per_ip;
         self.cx.cfg = new;
+        if recount {
+            self.recount_per_ip();
+        }
         self.cx.config_loaded = self.cx.clock.log_date().to_string();
         Ok(())
     }

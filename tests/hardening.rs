@@ -1252,6 +1252,50 @@ fn max_connections_per_ip_closes_the_sixth_and_keeps_five() {
     f.finish();
 }
 
+/// A reload that changes `max_connections_per_ip` recounts the connections already open
+/// (it used to forget them: they were not counted against the new limit, and closing them
+/// then took slots from newer connections).
+#[test]
+fn per_ip_limit_changed_by_a_reload_counts_the_open_connections() {
+    let srv = Server::start("max_connections_per_ip = 5");
+    let addr = srv.addr();
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let original = fs::read_to_string(&cfg).unwrap();
+    assert!(original.contains("max_connections_per_ip = 5\n"), "{original}");
+    let mut three: Vec<TcpStream> = (0..3).map(|_| srv.connect()).collect();
+    for (i, s) in three.iter_mut().enumerate() {
+        check_still_open(s).unwrap_or_else(|e| panic!("held connection {i}: {e}"));
+    }
+    fs::write(&cfg, original.replace("max_connections_per_ip = 5\n", "max_connections_per_ip = 2\n")).unwrap();
+    let before = srv.stderr_text().len();
+    send_signal(srv.pid(), libc::SIGHUP);
+    let reloaded =
+        wait_until(Duration::from_secs(3), || srv.stderr_text()[before..].contains("configuration reloaded"));
+    assert!(reloaded, "no reload logged; stderr: {}", srv.stderr_text());
+    // Three are open from 127.0.0.1 and the limit is now 2: a fourth is refused.
+    let mut fourth = srv.connect();
+    closed_at_once(&mut fourth, Duration::from_secs(1))
+        .unwrap_or_else(|e| panic!("a 4th connection with 3 open and max_connections_per_ip reloaded to 2: {e}"));
+    for (i, s) in three.iter_mut().enumerate() {
+        check_still_open(s).unwrap_or_else(|e| panic!("held connection {i} after the reload: {e}"));
+    }
+    // When they leave, their slots come back: exactly two at once are served, a third is not.
+    drop(three);
+    let two_served = wait_until(Duration::from_secs(3), || {
+        let mut two: Vec<TcpStream> = (0..2).map(|_| connect(addr)).collect();
+        let ok = two.iter_mut().all(|s| check_still_open(s).is_ok());
+        if ok {
+            let mut third = connect(addr);
+            assert!(
+                closed_at_once(&mut third, Duration::from_secs(1)).is_ok(),
+                "a third connection beside two was served with max_connections_per_ip = 2"
+            );
+        }
+        ok
+    });
+    assert!(two_served, "two connections at once were not served after the three left");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 10. Listening: several addresses, pid file, socket activation
 // ---------------------------------------------------------------------------------------------
