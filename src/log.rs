@@ -6,13 +6,14 @@
 //! least once a second, when it grows large, on reopen and at exit. With the access log
 //! off, none of this runs. Error lines are written at once.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::config::{LogFormat, LogTarget};
+use crate::thttpd::privs;
 use crate::thttpd::syslog::Syslog;
 
 /// The program name in syslog lines.
@@ -87,11 +88,13 @@ impl Sink {
     }
 }
 
+/// Opens (or creates) a log file for appending. The server may still be root here (start-up,
+/// or a reopen when it never switched users) in a directory the service user can write, so
+/// the file is opened by [`privs::open_for_writing`]: no symbolic link is followed, and only
+/// a regular file with one link is used.
 fn open_append(p: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p)
+    privs::open_for_writing(p, true, 0o666)
+        .map(|o| o.file)
         .map_err(|e| io::Error::new(e.kind(), format!("cannot open log file {}: {e}", p.display())))
 }
 

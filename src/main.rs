@@ -270,12 +270,9 @@ fn plan_log(target: &LogTarget, chroot_root: &Path, fd: i32, what: &str, r: &mut
 /// Opens a log file outside the chroot tree onto `fd` (stdout or stderr); the target becomes
 /// that standard stream.
 fn apply_outside_log(path: &Path, fd: i32, owner: Option<(u32, u32)>) -> Result<(), String> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+    let privs::Opened { file: f, created } = privs::open_for_writing(path, true, 0o666)
         .map_err(|e| format!("cannot open log file {}: {e}", path.display()))?;
-    if let Some((uid, gid)) = owner {
+    if let Some((uid, gid)) = owner.filter(|_| created) {
         let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
     }
     let _ = std::io::stdout().flush();
@@ -289,11 +286,14 @@ fn apply_outside_log(path: &Path, fd: i32, owner: Option<(u32, u32)>) -> Result<
 }
 
 /// When the server will drop root: create the log file now and give it to the user, as
-/// thttpd does, so that reopening it after rotation keeps working.
+/// thttpd does, so that reopening it after rotation keeps working. Unlike thttpd, only a file
+/// created here is given away: one already there stays whose it is (a link planted at the
+/// path would otherwise hand root's file to the user), and what cannot be opened safely is
+/// left for the server's own open to report.
 fn give_log_to(target: &LogTarget, uid: u32, gid: u32) {
     if let LogTarget::File(p) = target {
-        if let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
-            let _ = std::os::unix::fs::fchown(&f, Some(uid), Some(gid));
+        if let Ok(privs::Opened { file, created: true }) = privs::open_for_writing(p, true, 0o666) {
+            let _ = std::os::unix::fs::fchown(&file, Some(uid), Some(gid));
         }
     }
 }

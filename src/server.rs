@@ -218,8 +218,9 @@ pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
 }
 
 fn check_log_file(p: &std::path::Path) -> io::Result<()> {
-    if p.exists() {
-        return std::fs::OpenOptions::new().append(true).open(p).map(drop);
+    if p.symlink_metadata().is_ok() {
+        // The same rules as the start: no symbolic link, a regular file with one link.
+        return crate::thttpd::privs::open_existing(p, true).map(drop);
     }
     let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let c = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())

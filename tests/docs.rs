@@ -783,6 +783,26 @@ fn lines_in(p: &Path) -> usize {
     fs::read_to_string(p).map(|s| s.lines().count()).unwrap_or(0)
 }
 
+/// The log directory belongs to the service user, so logrotate (run as root) must rotate as
+/// that user (`su`): as root it would follow links the user planted there. The `su` and
+/// `create` users are the unit's `User=`/`Group=`.
+#[test]
+fn logrotate_rotates_as_the_service_user() {
+    let conf = read("packaging/logrotate/ferrohttpd");
+    let unit = read("packaging/systemd/ferrohttpd.service");
+    let key = |k: &str| unit.lines().find_map(|l| l.strip_prefix(k)).unwrap_or_else(|| panic!("no {k} in the unit"));
+    let (user, group) = (key("User="), key("Group="));
+    let directive = |d: &str| -> Vec<String> {
+        conf.lines()
+            .map(str::trim)
+            .filter(|l| l.split_whitespace().next() == Some(d))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    assert_eq!(directive("su"), vec![format!("{user} {group}")], "one `su {user} {group}` line:\n{conf}");
+    assert_eq!(directive("create"), vec![format!("0640 {user} {group}")], "{conf}");
+}
+
 #[test]
 fn logrotate_rotates_and_the_server_reopens_its_log() {
     let Some(logrotate) = tool("logrotate", "the logrotate file") else { return };
@@ -821,6 +841,7 @@ error = "logs/error.log"
         .replace("/var/log/ferrohttpd", logs.to_str().unwrap())
         .replace("/run/ferrohttpd.pid", pid_file.to_str().unwrap())
         .replace("/run/systemd/system", d.join("no-systemd").to_str().unwrap())
+        .replace("su ferrohttpd ferrohttpd", &format!("su {} {}", id("-un"), id("-gn")))
         .replace("create 0640 ferrohttpd ferrohttpd", &format!("create 0640 {} {}", id("-un"), id("-gn")));
     assert!(conf.contains(logs.to_str().unwrap()) && conf.contains(pid_file.to_str().unwrap()), "{conf}");
     let conf_file = d.join("logrotate.conf");

@@ -983,6 +983,30 @@ fn sigusr1_and_sighup_reopen_the_access_log_after_rotation() {
     }
 }
 
+/// A link put where the rotated log was, before the reopen signal: the server (still root
+/// here when the tests run as root, as it is without a user switch) must not follow it. It
+/// says so in the error log and keeps writing to the file it has.
+#[test]
+fn reopen_does_not_follow_a_link_planted_at_the_log_path() {
+    let srv = Server::start("");
+    let log = srv.access_log_path();
+    let target = srv.dir().join("not-a-log");
+    fs::write(&target, "keep me\n").unwrap();
+    assert_eq!(srv.get("/p0.txt").status, 200);
+    assert!(wait_until(Duration::from_secs(3), || fs::read_to_string(&log).is_ok_and(|t| t.contains("/p0.txt"))));
+    let rotated = srv.dir().join("access.log.1");
+    fs::rename(&log, &rotated).unwrap();
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    let before = srv.stderr_text().len();
+    send_signal(srv.pid(), libc::SIGUSR1);
+    let said = wait_until(Duration::from_secs(3), || srv.stderr_text()[before..].contains("symbolic link"));
+    assert!(said, "no error about the link after USR1; stderr: {}", srv.stderr_text());
+    assert_eq!(srv.get("/p1.txt").status, 200);
+    let kept = wait_until(Duration::from_secs(3), || fs::read_to_string(&rotated).is_ok_and(|t| t.contains("/p1.txt")));
+    assert!(kept, "the server stopped logging to the file it had: {:?}", fs::read_to_string(&rotated));
+    assert_eq!(fs::read_to_string(&target).unwrap(), "keep me\n", "the reopen wrote through the link");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. Status endpoint
 // ---------------------------------------------------------------------------------------------
@@ -1294,6 +1318,56 @@ fn per_ip_limit_changed_by_a_reload_counts_the_open_connections() {
         ok
     });
     assert!(two_served, "two connections at once were not served after the three left");
+}
+
+/// The files the server opens by path at start-up follow one rule (see `thttpd::privs`): the
+/// TOML `[log]` files are never opened through a symbolic link, and configuration files
+/// (`--config`, `-C`, `-t`) that are not regular files are refused at once instead of
+/// hanging the start (a FIFO) — each with an error naming the file.
+#[test]
+fn files_opened_at_start_up_refuse_links_and_fifos() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir(d.join("www")).unwrap();
+    fs::write(d.join("www/index.html"), "hi\n").unwrap();
+    fs::write(d.join("target"), "keep me\n").unwrap();
+    let fifo = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    };
+    let toml =
+        |log: &str| format!("[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"www\"\n[log]\naccess = \"off\"\n{log}\n");
+    let check = |case: &str, o: &CliOutput, says: &str, name: &str| {
+        assert_eq!(o.code, Some(1), "{case}: {o:?}");
+        assert!(o.stderr.contains(says) && o.stderr.contains(name), "{case}: want {says:?} naming {name}: {o:?}");
+    };
+
+    // [log] error through a symbolic link; then the access log, also with --check-config.
+    std::os::unix::fs::symlink(d.join("target"), d.join("error.log")).unwrap();
+    fs::write(d.join("a.toml"), toml("error = \"error.log\"")).unwrap();
+    let o = run_cli(&["--config", d.join("a.toml").to_str().unwrap()], Some(d));
+    check("[log] error is a symlink", &o, "symbolic link", "error.log");
+    fs::write(d.join("b.toml"), toml("error = \"-\"").replace("access = \"off\"", "access = \"error.log\"")).unwrap();
+    let o = run_cli(&["--config", d.join("b.toml").to_str().unwrap()], Some(d));
+    check("[log] access is a symlink", &o, "symbolic link", "error.log");
+    let o = run_cli(&["--check-config", "--config", d.join("b.toml").to_str().unwrap()], Some(d));
+    check("--check-config, [log] access is a symlink", &o, "symbolic link", "error.log");
+    assert_eq!(fs::read_to_string(d.join("target")).unwrap(), "keep me\n");
+
+    // Configuration files that are FIFOs: refused at once (before: the start hung on them).
+    fifo(&d.join("conf.toml"));
+    let o = run_cli(&["--config", d.join("conf.toml").to_str().unwrap()], Some(d));
+    check("--config is a FIFO", &o, "not a regular file", "conf.toml");
+    let bin = Path::new(env!("CARGO_BIN_EXE_ferrohttpd"));
+    let thttpd = d.join("thttpd");
+    std::os::unix::fs::symlink(bin, &thttpd).unwrap();
+    fifo(&d.join("thttpd.conf"));
+    let o = run_program(thttpd.to_str().unwrap(), &["-C", d.join("thttpd.conf").to_str().unwrap()], Some(d));
+    check("-C is a FIFO", &o, "not a regular file", "thttpd.conf");
+    fifo(&d.join("throttles"));
+    let o = run_program(thttpd.to_str().unwrap(), &["-D", "-t", d.join("throttles").to_str().unwrap()], Some(d));
+    check("-t is a FIFO", &o, "not a regular file", "throttles");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1245,6 +1245,82 @@ fn chroot_and_user_switch() {
     assert_eq!(srv.uids(), vec![NOBODY; 4], "nobody by default");
 }
 
+/// The log directory belongs to `nobody`, who plants things at the log and pid paths before a
+/// root start: a symbolic link to a root-only file, a hard link to it, a FIFO. Each start
+/// must fail with a message that says what it found, and the root-only file keeps its owner,
+/// mode and contents. (Before: the linked file became nobody's, the pid file was truncated
+/// and overwritten through the link, and a FIFO hung the start.) A fresh log is still
+/// created and given to `nobody`, so it can be reopened after the switch.
+#[test]
+fn links_planted_at_the_log_and_pid_paths_are_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let site = Site::new();
+    let secret = site.dir().join("secret");
+    fs::write(&secret, "root only\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let owner = |p: &Path| fs::metadata(p).map(|m| (m.uid(), m.mode() & 0o7777)).unwrap();
+    let secret_owner = owner(&secret);
+    let untouched = |case: &str| {
+        assert_eq!(owner(&secret), secret_owner, "{case}: the linked file's owner or mode changed");
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "root only\n", "{case}: the linked file was written");
+    };
+    let log = site.dir().join("logs/access.log");
+    let pid = site.dir().join("logs/thttpd.pid");
+    let plant = |path: &Path, how: &str| {
+        let _ = fs::remove_file(path);
+        match how {
+            "symlink" => symlink(&secret, path).unwrap(),
+            "hard link" => fs::hard_link(&secret, path).unwrap(),
+            _ => {
+                let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+                // SAFETY: `c` is a valid NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0, "mkfifo");
+            }
+        }
+        // (A hard link is the file itself: it keeps root as its owner.)
+        if is_root() && how != "hard link" {
+            let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            // SAFETY: `c` is a valid NUL-terminated path; lchown changes the link itself.
+            unsafe { libc::lchown(c.as_ptr(), NOBODY, NOBODY) };
+        }
+    };
+    let base = ["-D", "-h", "127.0.0.1", "-p", "0", "-d"];
+    let cases: [(&Path, &str, &str); 5] = [
+        (&log, "symlink", "symbolic link"),
+        (&log, "hard link", "hard links"),
+        (&log, "fifo", "not a regular file"),
+        (&pid, "symlink", "symbolic link"),
+        (&pid, "hard link", "hard links"),
+    ];
+    for (path, how, says) in cases {
+        let case = format!("{how} at {}", path.display());
+        plant(path, how);
+        let root = site.root_str();
+        let mut args: Vec<&str> = base.to_vec();
+        args.push(&root);
+        let (l, p) = (log.to_str().unwrap(), pid.to_str().unwrap());
+        if path == log.as_path() {
+            args.extend(["-l", l]);
+        } else {
+            args.extend(["-l", "/dev/null", "-i", p]);
+        }
+        let o = site.run(&args);
+        untouched(&case);
+        assert_eq!(o.code, Some(1), "{case}: the start must fail: {o:?}");
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(o.stderr.contains(says) && o.stderr.contains(name), "{case}: the error must say {says:?}: {o:?}");
+        fs::remove_file(path).unwrap();
+    }
+
+    // Nothing planted: the log is created, and given to the user the server becomes.
+    let srv = site.start(&["-d", &site.root_str(), "-l", log.to_str().unwrap()]);
+    assert_eq!(srv.get("/file.txt").status, 200);
+    drop(srv);
+    let want = if is_root() { NOBODY } else { unsafe { libc::geteuid() } };
+    assert_eq!(fs::metadata(&log).unwrap().uid(), want, "a log file created at start-up");
+    untouched("a normal start");
+}
+
 #[test]
 fn root_without_chroot_warns_and_becomes_nobody() {
     if !is_root() {

@@ -364,8 +364,9 @@ fn apply(
     // Throttles: read now, as thttpd does (before changing directory).
     if let Some(file) = &s.throttles {
         let path = relative_to(cwd, file);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| plain_err(format!("throttles file {}: {e}", path.display())))?;
+        let text = crate::thttpd::privs::read_config_file(&path)
+            .and_then(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("not valid UTF-8")))
+            .map_err(|e| plain_err(format!("throttles file {}: {e}", path.display())))?;
         let (rules, bad) = crate::thttpd::throttle::parse_throttles(&text);
         for (line, content) in bad {
             warnings.push(format!("{}:{line}: unparsable throttle line, ignored: {}", path.display(), content.trim()));

@@ -278,8 +278,10 @@ impl Config {
     /// Reads and validates a TOML file, on top of the defaults. Relative paths in it are
     /// taken relative to the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
+        let bytes = crate::thttpd::privs::read_config_file(path)
             .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| ConfigError(format!("cannot read config file {}: not valid UTF-8", path.display())))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let mut cfg =
             Config::from_toml(&text, base).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))?;

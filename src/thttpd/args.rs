@@ -321,7 +321,8 @@ fn next_value(it: &mut impl Iterator<Item = OsString>, flag: &str) -> Result<OsS
 /// Reads a thttpd config file and applies it onto `s`. Errors name the file (and the line
 /// and word for content errors).
 pub fn parse_config_file(path: &Path, s: &mut Settings) -> Result<(), ArgError> {
-    let bytes = std::fs::read(path).map_err(|e| ArgError::plain(format!("{}: {e}", path.display())))?;
+    let bytes =
+        super::privs::read_config_file(path).map_err(|e| ArgError::plain(format!("{}: {e}", path.display())))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| ArgError::plain(format!("{}: config file is not valid UTF-8", path.display())))?;
     parse_config_text(&text, &path.display().to_string(), s)

@@ -9,8 +9,20 @@
 //!
 //! All functions are thin wrappers over the system calls with errors that say what failed;
 //! they are meant for start-up, when the process has one thread.
+//!
+//! **Files opened by path while root.** The log files and the pid file often live in a
+//! directory that belongs to the service user (logrotate and the user switch need that), so
+//! whatever is at their path may have been put there by that user: a symbolic link to
+//! `/etc/shadow`, a hard link to it, a FIFO. [`open_for_writing`] is the one way the server
+//! opens such a file: never through a symbolic link (`O_NOFOLLOW`), only a regular file with
+//! a single link, never blocking (`O_NONBLOCK`, so a FIFO cannot hang the start), and it says
+//! whether it created the file — only a file it created may be given to the service user
+//! (thttpd `fchown`s whatever it opened, which hands any root-owned file to that user).
+//! Configuration files are read, not written, so [`read_config_file`] follows symbolic links
+//! (packaged configurations are often links) but also refuses anything but a regular file.
 
 use std::ffi::CString;
+use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -141,18 +153,108 @@ pub fn daemonize(keep_stdout: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes `"<pid>\n"` to `path` (created or truncated, mode 0644), as thttpd's `-i`.
+/// A file opened by [`open_for_writing`].
+pub struct Opened {
+    pub file: File,
+    /// This call created the file (so it may be given to the service user).
+    pub created: bool,
+}
+
+/// Opens `path` for writing (appending if `append`), creating it with `mode` if it does not
+/// exist, safely when the directory may belong to someone else (see the module docs): a
+/// symbolic link, a FIFO, a device, a directory, or a file with more than one hard link is
+/// refused with an error that says so. Errors do not name the path; callers add it.
+pub fn open_for_writing(path: &Path, append: bool, mode: u32) -> io::Result<Opened> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    // Create it, or else open what is there; if it vanished in between, try again.
+    for _ in 0..3 {
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .append(append)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(flags)
+            .open(path);
+        match created {
+            Ok(file) => return Ok(Opened { file, created: true }),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        match open_existing(path, append) {
+            Ok(file) => return Ok(Opened { file, created: false }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("it keeps appearing and disappearing; refusing to open it"))
+}
+
+/// Opens an existing file for writing under the rules of [`open_for_writing`], without
+/// creating it (`NotFound` if it is not there).
+pub fn open_existing(path: &Path, append: bool) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .append(append)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(refusal)?;
+    check_regular(&file)?;
+    Ok(file)
+}
+
+/// Turns the errors `O_NOFOLLOW` and `O_NONBLOCK` give for what we refuse into messages.
+fn refusal(e: io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => io::Error::other("it is a symbolic link; refusing to follow it"),
+        // A FIFO nobody reads.
+        Some(libc::ENXIO) => io::Error::other("it is not a regular file (a FIFO or a socket); refusing to use it"),
+        Some(libc::EISDIR) => io::Error::other("it is a directory"),
+        _ => e,
+    }
+}
+
+/// Refuses anything but a regular file with one link (a hard link planted beside a file of
+/// root's would otherwise be written to as root).
+fn check_regular(file: &File) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(io::Error::other("it is not a regular file; refusing to use it"));
+    }
+    if m.nlink() > 1 {
+        return Err(io::Error::other(format!(
+            "it has {} hard links; refusing to write to a file that is also elsewhere",
+            m.nlink()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads a configuration file (TOML, thttpd `-C`, throttles): through symbolic links, but
+/// only if it is a regular file (a FIFO would hang the start, a device would never end).
+pub fn read_config_file(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !f.metadata()?.file_type().is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    f.read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Writes `"<pid>\n"` to `path` (created with mode 0644, or emptied), as thttpd's `-i`;
+/// opened with [`open_for_writing`], so a link planted at the path is refused, not followed.
 pub fn write_pidfile(path: &Path) -> io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o644)
-        .open(path)
-        .map_err(|e| context(format!("pid file {}", path.display()), e))?;
-    writeln!(f, "{}", std::process::id()).map_err(|e| context(format!("pid file {}", path.display()), e))
+    let what = || format!("pid file {}", path.display());
+    let Opened { mut file, .. } = open_for_writing(path, false, 0o644).map_err(|e| context(what(), e))?;
+    // Emptied only now that it is known to be ours to write.
+    file.set_len(0).map_err(|e| context(what(), e))?;
+    writeln!(file, "{}", std::process::id()).map_err(|e| context(what(), e))
 }
 
 /// True if the effective user is root (the privilege that matters for binding low ports,
