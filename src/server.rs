@@ -846,9 +846,9 @@ impl Server {
         self.cx.vroots = vroots;
         self.cx.referer = referer_policy(&new);
         self.cx.auth.clear();
-        // New rules start counting from the next request; transfers in flight finish
-        // against them harmlessly (the counts never go below zero).
-        self.cx.throttles = Throttles::new(new.throttles.clone());
+        // Unchanged rules carry on counting; changed ones start from the next request, and
+        // transfers admitted before finish at their last rate, outside the new counts.
+        self.cx.throttles = std::mem::take(&mut self.cx.throttles).reload(&new.throttles);
         self.cx.access = access;
         self.cx.errors = errors;
         self.cx.routes = routes;

@@ -1,5 +1,6 @@
 //! Thin, safe wrappers over the few system calls that std and mio do not offer:
-//! vectored sends with flags, `sendfile`, `shutdown`, the descriptor limit and signalfd.
+//! vectored sends with flags, `sendfile`, `shutdown`, the send queue's length, the
+//! descriptor limit and signalfd.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -69,6 +70,19 @@ pub fn abort_on_close(fd: RawFd) {
             (&l as *const libc::linger).cast(),
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
+    }
+}
+
+/// Bytes written to a TCP socket that the peer has not acknowledged yet (`SIOCOUTQ`), or
+/// `None` if the kernel will not say. Written minus this is what the client has received.
+pub fn unacked_bytes(fd: RawFd) -> Option<u64> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one c_int through the pointer, which is valid.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n as *mut libc::c_int) };
+    if r == 0 {
+        u64::try_from(n).ok()
+    } else {
+        None
     }
 }
 

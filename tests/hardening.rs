@@ -1370,6 +1370,109 @@ fn files_opened_at_start_up_refuse_links_and_fifos() {
     check("-t is a FIFO", &o, "not a regular file", "throttles");
 }
 
+/// A throttled transfer used to be exempt from `min_send_rate`, so a client reading slowly
+/// (but often enough to beat `send_timeout`) kept its throttle slot for as long as it liked.
+/// Now it must average half of the rate it is allowed (at most `min_send_rate`): the trickling
+/// reader is closed, and a client reading at full speed beside it finishes.
+#[test]
+fn a_throttled_client_reading_far_below_its_share_is_closed() {
+    let big = common::pseudo_random_bytes(4_000_000, 11);
+    let small = common::pseudo_random_bytes(150_000, 12);
+    let srv = Server::builder()
+        .config(
+            "[http]\nsend_timeout = \"3s\"\nmin_send_rate = 1000000\n\
+             [[throttle]]\npattern = \"**.bin\"\nmax = 100000",
+        )
+        .setup(move |_, root| {
+            fs::write(root.join("big.bin"), &big).unwrap();
+            fs::write(root.join("small.bin"), &small).unwrap();
+        })
+        .start();
+    let addr = srv.addr();
+    // The trickler: small buffers, then 4 KiB every 250 ms (16 KiB/s, against a 50-100 kB/s
+    // share): progress every few hundred ms, so the stall deadline alone never fires.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(8 * KIB).unwrap();
+    sock.connect_timeout(&addr.into(), IO_TIMEOUT).unwrap();
+    let mut slow: TcpStream = sock.into();
+    slow.write_all(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let trickler = thread::spawn(move || -> (usize, Duration, String) {
+        let started = Instant::now();
+        let mut got = 0;
+        let mut buf = [0u8; 4096];
+        while started.elapsed() < Duration::from_secs(30) {
+            match slow.read(&mut buf) {
+                Ok(0) => return (got, started.elapsed(), "closed".into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => return (got, started.elapsed(), "reset".into()),
+                Err(e) => return (got, started.elapsed(), format!("read error: {e}")),
+            }
+            sleep(Duration::from_millis(250));
+        }
+        (got, started.elapsed(), "still open after 30 s".into())
+    });
+    sleep(Duration::from_millis(300));
+    let (r, took) = timed_get(addr, "/small.bin").unwrap_or_else(|e| panic!("the full-speed client: {e}"));
+    assert_eq!((r.status, r.body.len()), (200, 150_000), "the full-speed client is served whole");
+    eprintln!("[throttle-floor] 150 kB beside the trickler in {took:?}");
+    let (got, after, how) = trickler.join().unwrap();
+    eprintln!("[throttle-floor] the trickler got {got} bytes and was {how} after {after:?}");
+    assert!(how == "closed" || how == "reset", "the trickling client: {how} ({got} bytes)");
+    assert!(got < 4_000_000, "the trickler got the whole file");
+}
+
+/// A reload with the same throttle rules keeps counting the transfers in flight (it used to
+/// start from zero, so a pattern full at its minimum admitted more); a reload that changes
+/// them counts afresh, and the transfers admitted before do not take counts away from the
+/// new ones when they end.
+#[test]
+fn a_reload_keeps_throttle_counts_and_old_transfers_do_not_disturb_new_ones() {
+    let big = common::pseudo_random_bytes(4_000_000, 13);
+    let rule = "[[throttle]]\npattern = \"**.bin\"\nmax = 200000\nmin = 100000";
+    let srv = Server::builder()
+        .config(rule)
+        .setup(move |_, root| {
+            fs::write(root.join("big.bin"), &big).unwrap();
+            fs::write(root.join("c.bin"), "third\n").unwrap();
+        })
+        .start();
+    let addr = srv.addr();
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    // Transfers that read only their status line and then hold on.
+    let hold = |what: &str| -> TcpStream {
+        let mut s = connect(addr);
+        s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut line = [0u8; 12];
+        s.read_exact(&mut line).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(&line, b"HTTP/1.1 200", "{what}");
+        s
+    };
+    let third = |what: &str| timed_get(addr, "/c.bin").unwrap_or_else(|e| panic!("{what}: {e}")).0.status;
+    let reload = |text: &str| {
+        fs::write(&cfg, text).unwrap();
+        let before = srv.stderr_text().matches("configuration reloaded").count();
+        send_signal(srv.pid(), libc::SIGHUP);
+        let done =
+            wait_until(Duration::from_secs(3), || srv.stderr_text().matches("configuration reloaded").count() > before);
+        assert!(done, "no reload logged: {}", srv.stderr_text());
+    };
+    let (a, b) = (hold("A"), hold("B"));
+    assert_eq!(third("before the reload"), 503, "two run at the minimum share");
+    let original = fs::read_to_string(&cfg).unwrap();
+    reload(&original);
+    assert_eq!(third("after a reload with the same rules"), 503, "the two running transfers were forgotten");
+    // Changed rules (one more): the new accounting starts empty.
+    reload(&format!("{original}\n[[throttle]]\npattern = \"**.iso\"\nmax = 1000\n"));
+    let (c, d) = (hold("C, under the new rules"), hold("D, under the new rules"));
+    drop((a, b));
+    // A and B end (their writes fail); C and D still hold the new rule's two slots.
+    sleep(Duration::from_millis(500));
+    assert_eq!(third("with C and D running"), 503, "the transfers from before the reload took C's and D's counts");
+    drop((c, d));
+    assert!(wait_until(Duration::from_secs(3), || third("after all left") == 200), "no slot came free");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 10. Listening: several addresses, pid file, socket activation
 // ---------------------------------------------------------------------------------------------

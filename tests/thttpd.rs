@@ -1066,23 +1066,43 @@ fn throttle_shares_the_maximum_between_transfers() {
     assert!(took < Duration::from_secs(1), "{took:?}");
 }
 
+/// `**.bin 100000-200000` means: at most 200 kB/s in all, and no transfer below 100 kB/s, so
+/// two downloads at once and not three. A second download 0.2 s after the first is served
+/// (thttpd's rolling-rate test refused it: the rate was still 0), even while the first
+/// client reads nothing at all; a third, which would cut the shares to 66 kB/s, gets 503.
 #[test]
-fn throttle_refuses_below_the_minimum() {
+fn throttle_minimum_admits_while_each_share_stays_above_it() {
     let site = Site::new();
-    site.write("big.min", &common::pseudo_random_bytes(60_000, 3));
-    site.write("small.min", b"needs a minimum rate\n");
-    let throttles = site.write_file("throttle.conf", "**.min  1000-20000\n");
+    site.write("a.bin", &common::pseudo_random_bytes(2_000_000, 3));
+    site.write("b.bin", &common::pseudo_random_bytes(300_000, 4));
+    site.write("c.bin", b"a third transfer\n");
+    let throttles = site.write_file("throttle.conf", "**.bin  100000-200000\n");
     let srv = site.start(&["-d", &site.root_str(), "-t", &throttles, "-l", "/dev/null"]);
     let addr = srv.addr;
-    // A transfer runs under the pattern; its rolling rate starts at 0, below the minimum.
-    let running = thread::spawn(move || timed_get(addr, "/big.min"));
+    // A: starts and then reads nothing (a client that holds its transfer open).
+    let mut a = connect(addr);
+    a.write_all(b"GET /a.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut first = [0u8; 12];
+    a.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200", "the first download");
+    thread::sleep(Duration::from_millis(200));
+    // B, 0.2 s later: the share would be 100 kB/s, at the minimum: served, at about that rate.
+    let b = thread::spawn(move || timed_get(addr, "/b.bin"));
     thread::sleep(Duration::from_millis(300));
-    let r = srv.get("/small.min");
-    assert_eq!(r.status, 503, "a pattern below its minimum refuses new requests: {r:?}");
+    // C, with A and B sending: 200000 / 3 < 100000.
+    let r = srv.get("/c.bin");
+    assert_eq!(r.status, 503, "a third transfer would get less than the minimum: {r:?}");
     assert_eq!(srv.get("/file.txt").status, 200, "other files are served");
-    let (status, len, took) = running.join().unwrap();
-    assert_eq!((status, len), (200, 60_000), "the running transfer is unaffected");
-    assert!(took >= Duration::from_millis(2000), "{took:?}: 60 kB at 20 kB/s");
+    let (status, len, took) = b.join().unwrap();
+    assert_eq!((status, len), (200, 300_000), "the second download, beside a client that reads nothing");
+    assert!(took >= Duration::from_millis(2000), "{took:?}: 300 kB at a 100 kB/s share");
+    // A leaves: its slot comes free at once (no waiting for rolling rates).
+    drop(a);
+    let served = (0..50).any(|_| {
+        thread::sleep(Duration::from_millis(100));
+        srv.get("/c.bin").status == 200
+    });
+    assert!(served, "no transfer admitted after the others ended");
 }
 
 #[test]

@@ -46,7 +46,7 @@ use crate::http::response::Head;
 use crate::log::{Pending, Record, RequestLine};
 use crate::server::Ctx;
 use crate::sys;
-use crate::thttpd::throttle::{Admission, RateLimiter};
+use crate::thttpd::throttle::{self, Admission, RateLimiter};
 
 /// Bytes one connection may write per wake-up before others get their turn.
 const WRITE_BUDGET: usize = 1024 * 1024;
@@ -266,19 +266,32 @@ impl Conn {
     }
 
     /// True when the connection is past a deadline, or is receiving a response so slowly
-    /// (below `min_send_rate` on average, once `send_timeout` has passed) that it is
-    /// holding resources hostage.
+    /// (below `min_send_rate` on average, counting the bytes the client has acknowledged,
+    /// once `send_timeout` has passed) that it is holding resources hostage. A transfer we pace ourselves (throttle, `limit_rate`) is
+    /// held to half of the rate it is allowed, capped by `min_send_rate`
+    /// ([`throttle::floor_rate`]): our pacing is not the client's fault, but a client reading
+    /// far slower than allowed must not keep a throttle slot for as long as it likes.
     pub fn expired(&self, now: Instant, cx: &Ctx) -> bool {
         if self.deadline <= now {
             return true;
         }
-        let rate = cx.cfg.min_send_rate;
-        if self.phase != Phase::Send || rate == 0 || self.throttle.is_some() || self.limit.is_some() {
-            // A transfer we slow down ourselves is not the client's fault.
+        if self.phase != Phase::Send {
+            return false;
+        }
+        let paced = [self.throttle.as_ref().map(|(_, l)| l), self.limit.as_ref()];
+        let allowed = paced.into_iter().flatten().map(RateLimiter::rate).filter(|&r| r != 0).min();
+        let rate = throttle::floor_rate(cx.cfg.min_send_rate, allowed.unwrap_or(u64::MAX));
+        if rate == 0 {
             return false;
         }
         let age = now.saturating_duration_since(self.send_started);
-        age > cx.cfg.send_timeout && (self.body_sent as f64) < rate as f64 * age.as_secs_f64()
+        if age <= cx.cfg.send_timeout {
+            return false;
+        }
+        // What the client has received, not what the kernel took: the send buffer can hold
+        // megabytes, and a client that reads nothing would otherwise look fast for a while.
+        let queued = sys::unacked_bytes(self.sock.as_raw_fd()).unwrap_or(0);
+        (self.body_sent.saturating_sub(queued) as f64) < rate as f64 * age.as_secs_f64()
     }
 
     /// The connection's state, for the status page.
@@ -769,7 +782,10 @@ impl Conn {
             cap = cap.min(allowed);
         };
         if let Some((adm, lim)) = &mut self.throttle {
-            lim.set_rate(cx.throttles.allowance(adm));
+            // After a reload changed the rules, a transfer admitted before keeps its rate.
+            if cx.throttles.owns(adm) {
+                lim.set_rate(cx.throttles.allowance(adm));
+            }
             apply(lim);
         }
         if let Some(lim) = &mut self.limit {

@@ -11,15 +11,26 @@
 //!   pattern and after each `|` is dropped.
 //! - [`Throttles`] is thttpd's accounting. Each rule keeps a rolling rate, updated every
 //!   [`THROTTLE_TIME`] by [`Throttles::update`] as `rate = (2·rate + bytes/elapsed) / 3`, and
-//!   the number of transfers now sending under it. A new request matching a rule whose rate is
-//!   above twice its maximum, or below its minimum, is refused (503). A transfer matches at
-//!   most [`MAX_THROTTLES_PER_CONN`] rules (thttpd's 10) and may send at most
-//!   `max / sending` of each, the smallest such share winning ([`Throttles::allowance`]).
+//!   the number of transfers now sending under it. A transfer matches at most
+//!   [`MAX_THROTTLES_PER_CONN`] rules (thttpd's 10) and may send at most `max / sending` of
+//!   each, the smallest such share winning ([`Throttles::allowance`]). A new request matching
+//!   a rule is refused (503) when the rule's rate is above twice its maximum (thttpd's test),
+//!   or when admitting it would cut every transfer's share below the minimum:
+//!   `max / (sending + 1) < min`.
 //!
-//!   Note thttpd's minimum rule literally: a rule's rate starts at 0, so a rule with a
-//!   minimum refuses every request until its rate is at least the minimum — which only
-//!   traffic under the same rule can raise. `** 2000-100000` on an idle server therefore
-//!   refuses everything, exactly as thttpd 2.29 does.
+//!   **The minimum, and where this differs from thttpd.** thttpd's manual says what a minimum
+//!   is for: when so many fetch at once that each transfer would be too slow to be usable,
+//!   "past a certain point you should not even bother" and answer "try again later". Its code
+//!   (`check_throttles`) instead refuses while the rule's *rolling rate* is below the
+//!   minimum. That rate starts at 0 and moves only every 2 s, so a second download 0.2 s
+//!   after the first is refused (and an idle server refuses the first), and one client
+//!   reading 256 B/s keeps the rate under the minimum so everybody else is refused — the
+//!   opposite of the purpose. Here the minimum is a floor on the share: `100000-200000`
+//!   admits two transfers at once (100 kB/s each) and refuses a third, whatever the rates.
+//!   The rolling rate still decides the "twice the maximum" refusal.
+//! - [`floor_rate`]: a paced transfer is not exempt from the loop's `min_send_rate` check
+//!   (a client reading slowly would otherwise pin a throttle slot for as long as it likes);
+//!   it must average at least half of what it is allowed, and never more than `min_send_rate`.
 //! - [`RateLimiter`] is a token bucket that paces one connection at a byte rate (the share
 //!   above, or an nginx-like `limit_rate` after `limit_rate_after` bytes), and tells the loop
 //!   when to wake up next. [`parse_rate`] reads the TOML form's `"200KiB/s"`.
@@ -35,7 +46,14 @@
 //! 3. Every [`THROTTLE_TIME`]: `throttles.update(elapsed)`, then for each throttled transfer
 //!    `limiter.set_rate(throttles.allowance(&adm))` (thttpd redistributes only then).
 //! 4. When the transfer ends or the connection closes: `throttles.finish(&adm)`, once.
+//!
+//! A reload that changes the rules makes a new `Throttles`; an admission remembers which
+//! one registered it ([`Throttles::owns`]), so transfers still running under the old rules
+//! are neither counted nor paced by the new ones (they keep their last rate), and their
+//! `finish` cannot take a count from a transfer of the new rules. Unchanged rules keep their
+//! state across a reload.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::glob::Pattern;
@@ -133,7 +151,12 @@ pub struct ThrottleStatus {
 #[derive(Debug, Clone, Default)]
 pub struct Throttles {
     rules: Vec<RuleState>,
+    /// Which `Throttles` this is (unique in the process), stamped on its admissions.
+    generation: u64,
 }
+
+/// The source of [`Throttles::generation`].
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
 
 /// The rules a transfer was registered with by [`Throttles::admit`] (at most
 /// [`MAX_THROTTLES_PER_CONN`]). Pass it back to `allowance`, `sent` and, exactly once,
@@ -142,6 +165,7 @@ pub struct Throttles {
 pub struct Admission {
     idx: [u16; MAX_THROTTLES_PER_CONN],
     len: u8,
+    generation: u64,
 }
 
 impl Admission {
@@ -174,7 +198,23 @@ impl Throttles {
             .take(usize::from(u16::MAX) + 1)
             .map(|rule| RuleState { rule, sending: 0, bytes_since: 0, rate: 0 })
             .collect();
-        Throttles { rules }
+        Throttles { rules, generation: GENERATIONS.fetch_add(1, Ordering::Relaxed) }
+    }
+
+    /// The accounting for a reloaded configuration: `self` as it is if the rules are the
+    /// same (counts and rates carry on), else fresh accounting for `rules`.
+    pub fn reload(self, rules: &[ThrottleRule]) -> Throttles {
+        if self.rules.iter().map(|st| &st.rule).eq(rules.iter()) {
+            self
+        } else {
+            Throttles::new(rules.to_vec())
+        }
+    }
+
+    /// True if `adm` was registered by this accounting (not by the one before a reload).
+    /// Only then do `allowance`, `sent` and `finish` apply to it.
+    pub fn owns(&self, adm: &Admission) -> bool {
+        adm.generation == self.generation
     }
 
     /// True if there are no rules (every transfer is unthrottled).
@@ -183,21 +223,19 @@ impl Throttles {
     }
 
     /// Admits a new request for `path` (with vhosts: `"host/path"`). `Err(())` means 503: a
-    /// matching rule's rolling rate is above twice its maximum or below its minimum; nothing is
-    /// registered then. `Ok(adm)` registers the transfer with each matching rule (the first
+    /// matching rule's rolling rate is above twice its maximum, or one more transfer would get
+    /// less than its minimum (`max / (sending + 1) < min`); nothing is registered then. `Ok(adm)` registers the transfer with each matching rule (the first
     /// [`MAX_THROTTLES_PER_CONN`]); `adm` is empty when no rule matches.
     #[allow(clippy::result_unit_err)]
     pub fn admit(&mut self, path: &str) -> Result<Admission, ()> {
-        let mut adm = Admission::default();
+        let mut adm = Admission { generation: self.generation, ..Admission::default() };
         for (i, st) in self.rules.iter().enumerate() {
             if usize::from(adm.len) >= MAX_THROTTLES_PER_CONN {
                 break;
             }
             if st.rule.pattern.matches(path) {
-                // The minimum only applies while transfers are running under the rule: on an
-                // idle rule the rolling rate is 0, and thttpd's literal test would refuse
-                // every first request of a pattern with a minimum.
-                if st.rate > st.rule.max.saturating_mul(2) || (st.sending > 0 && st.rate < st.rule.min) {
+                let share = st.rule.max / st.sending.saturating_add(1);
+                if st.rate > st.rule.max.saturating_mul(2) || share < st.rule.min {
                     return Err(());
                 }
                 adm.push(i);
@@ -212,7 +250,8 @@ impl Throttles {
     }
 
     /// Bytes/s this transfer may use now: the minimum over its rules of
-    /// `max / transfers sending under the rule`; `u64::MAX` when unthrottled.
+    /// `max / transfers sending under the rule`; `u64::MAX` when unthrottled. Meaningless for
+    /// an admission this accounting does not [own](Self::owns).
     pub fn allowance(&self, adm: &Admission) -> u64 {
         adm.rules()
             .filter_map(|i| self.rules.get(i))
@@ -223,6 +262,9 @@ impl Throttles {
 
     /// Accounts `bytes` sent by a transfer to each of its rules.
     pub fn sent(&mut self, adm: &Admission, bytes: u64) {
+        if !self.owns(adm) {
+            return;
+        }
         for i in adm.rules() {
             if let Some(st) = self.rules.get_mut(i) {
                 st.bytes_since = st.bytes_since.saturating_add(bytes);
@@ -233,6 +275,9 @@ impl Throttles {
     /// The transfer ended (or its connection closed): unregisters it. Call exactly once per
     /// admission (a second call would undercount other transfers; counts never go below 0).
     pub fn finish(&mut self, adm: &Admission) {
+        if !self.owns(adm) {
+            return;
+        }
         for i in adm.rules() {
             if let Some(st) = self.rules.get_mut(i) {
                 st.sending = st.sending.saturating_sub(1);
@@ -268,6 +313,15 @@ impl Throttles {
             sending: st.sending,
         })
     }
+}
+
+/// The average rate (bytes/s) below which a transfer paced at `allowed` bytes/s is too slow
+/// to keep (checked once it is older than `send_timeout`): half of `allowed`, but never more
+/// than `min_send_rate`, the floor for unpaced transfers (a client on a slow link is not held
+/// to more because its file happens to be throttled). 0 when `min_send_rate` is 0 (the check
+/// is off) or `allowed` is unlimited (`u64::MAX`: then `min_send_rate` itself).
+pub fn floor_rate(min_send_rate: u64, allowed: u64) -> u64 {
+    min_send_rate.min(allowed / 2)
 }
 
 const NANOS: u128 = 1_000_000_000;
@@ -532,28 +586,69 @@ mod tests {
     }
 
     #[test]
-    fn below_the_minimum_is_refused() {
-        let mut t = Throttles::new(vec![rule("**", 2000, 100_000), rule("**.jpg", 0, 50)]);
-        // An idle rule admits: its rate is 0 only because nothing runs under it.
-        let first = t.admit("/a.html").unwrap();
-        // While a transfer runs and the rate is below the minimum, new ones are refused, and
-        // a rule refusing stops the whole admission even if another rule would admit.
-        assert_eq!(t.admit("/b.html"), Err(()));
-        assert_eq!(t.admit("/a.jpg"), Err(()));
-        t.finish(&first);
-        assert!(t.status().all(|s| s.sending == 0));
-        let mut t = Throttles::new(vec![rule("**", 2000, 100_000)]);
-        // Pretend traffic under the rule (as sent before the rate fell).
-        t.rules[0].rate = 6000;
-        let a = t.admit("/a.html").unwrap();
-        t.sent(&a, 1000);
-        t.update(Duration::from_secs(2)); // (12000 + 500) / 3 = 4166
-        assert!(t.admit("/b").map(|b| t.finish(&b)).is_ok());
-        t.update(Duration::from_secs(2)); // 2777
-        t.update(Duration::from_secs(2)); // 1851 < 2000
-        assert_eq!(t.admit("/c"), Err(()), "below the minimum with a transfer running");
+    fn the_minimum_is_a_floor_on_each_share() {
+        // 100000-200000: two at once get 100 kB/s each; a third would get 66 kB/s.
+        let mut t = Throttles::new(vec![rule("**.bin", 100_000, 200_000)]);
+        let a = t.admit("/a.bin").unwrap();
+        // At once, with the rolling rate still 0 (thttpd refuses here).
+        let b = t.admit("/b.bin").unwrap();
+        assert_eq!(t.allowance(&a), 100_000);
+        assert_eq!(t.admit("/c.bin"), Err(()), "a third would get less than the minimum");
+        assert_eq!(t.status().next().unwrap().sending, 2, "a refusal registers nothing");
+        // However slowly the two run, a slot that comes free is taken again.
+        t.update(Duration::from_secs(2));
         t.finish(&a);
-        assert!(t.admit("/d").is_ok(), "nothing is running under the rule");
+        let c = t.admit("/c.bin").unwrap();
+        t.finish(&b);
+        t.finish(&c);
+        assert!(t.status().all(|s| s.sending == 0));
+        // min == max: one at a time.
+        let mut t = Throttles::new(vec![rule("**", 5000, 5000)]);
+        let one = t.admit("/x").unwrap();
+        assert_eq!(t.admit("/y"), Err(()));
+        t.finish(&one);
+        assert!(t.admit("/y").is_ok());
+        // A rule refusing stops the whole admission even if another rule would admit.
+        let mut t = Throttles::new(vec![rule("**", 60_000, 100_000), rule("**.jpg", 0, 50)]);
+        let first = t.admit("/a.html").unwrap();
+        assert_eq!(t.admit("/a.jpg"), Err(()));
+        assert_eq!(t.status().map(|s| s.sending).collect::<Vec<_>>(), vec![1, 0]);
+        t.finish(&first);
+    }
+
+    #[test]
+    fn a_reload_keeps_unchanged_rules_and_isolates_changed_ones() {
+        let rules = vec![rule("**.bin", 100_000, 200_000)];
+        let mut t = Throttles::new(rules.clone());
+        let a = t.admit("/a.bin").unwrap();
+        let b = t.admit("/b.bin").unwrap();
+        // The same rules: the two running transfers still count.
+        let mut t = t.reload(&rules);
+        assert!(t.owns(&a));
+        assert_eq!(t.admit("/c.bin"), Err(()));
+        // Changed rules: fresh counts; the old transfers neither count nor take counts away.
+        let mut t = t.reload(&[rule("**.bin", 100_000, 200_000), rule("**.iso", 0, 10)]);
+        assert!(!t.owns(&a));
+        let c = t.admit("/c.bin").unwrap();
+        let d = t.admit("/d.bin").unwrap();
+        t.sent(&a, 1_000_000);
+        t.finish(&a);
+        t.finish(&b);
+        assert_eq!(t.status().next().unwrap().sending, 2);
+        assert_eq!(t.admit("/e.bin"), Err(()), "two run under the new rules");
+        t.update(Duration::from_secs(2));
+        assert_eq!(t.status().next().unwrap().rate, 0, "bytes of an old transfer are not counted");
+        t.finish(&c);
+        t.finish(&d);
+    }
+
+    #[test]
+    fn floor_rate_is_half_the_allowance_capped_by_min_send_rate() {
+        assert_eq!(floor_rate(512, 100_000), 512, "never stricter than for an unpaced transfer");
+        assert_eq!(floor_rate(100_000, 50_000), 25_000);
+        assert_eq!(floor_rate(512, 600), 300);
+        assert_eq!(floor_rate(0, 50_000), 0, "min_send_rate = 0 turns the check off");
+        assert_eq!(floor_rate(512, u64::MAX), 512);
     }
 
     #[test]
