@@ -55,6 +55,10 @@ const TICK: Duration = Duration::from_secs(1);
 const POOL_MAX: usize = 256;
 /// Body buffers larger than this are freed rather than pooled.
 const POOL_BODY_MAX: usize = 256 * 1024;
+/// How long, and for how many client addresses, an empty connection that the client ended
+/// is remembered to recognise its ghost (`Server::close_if_ghost`).
+const GHOST_MEMORY: Duration = Duration::from_secs(5);
+const GHOSTS_MAX: usize = 4096;
 
 /// State shared by all connections of the loop.
 pub struct Ctx {
@@ -176,6 +180,8 @@ pub struct Server {
     emfile_logged: Option<Instant>,
     emfile_count: u64,
     reloader: Option<Reloader>,
+    /// Client addresses whose connection ended before its first byte, and when.
+    ghosts: HashMap<SocketAddr, Instant>,
 }
 
 /// Opens the document root and logs named by the configuration (used by `--check-config`
@@ -449,6 +455,7 @@ impl Server {
             emfile_logged: None,
             emfile_count: 0,
             reloader: None,
+            ghosts: HashMap::new(),
         })
     }
 
@@ -581,6 +588,7 @@ impl Server {
                     // wait (`dispatch`), so a request answered at once with
                     // `Connection: close` costs no epoll_ctl at all.
                     self.dispatch(key);
+                    self.close_if_ghost(key);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => match e.raw_os_error() {
@@ -597,6 +605,32 @@ impl Server {
                     }
                 },
             }
+        }
+    }
+
+    /// A connection accepted empty from a client address and port whose previous
+    /// connection ended, empty, moments ago is a ghost, and is closed at once.
+    ///
+    /// After a burst that overflows the listen queues (deferred accept: SYN-queue entries,
+    /// SYN cookies and a full accept queue at once), the kernel can hand over two sockets for
+    /// one client address and port, with different initial sequence numbers: one takes the
+    /// client's FIN (it reads 0 and is closed here at once), the other is an established
+    /// socket that never sees another segment — the client's side is in TIME-WAIT for the
+    /// first one, answers whatever the ghost sends with ACKs that fit nothing, and never
+    /// resets it. Nothing from the kernel ever ends the ghost; it waited out `header_timeout`
+    /// and then sat in FIN-WAIT-1. A client cannot have two connections on one address and
+    /// port, so the second, empty one is closed.
+    fn close_if_ghost(&mut self, key: usize) {
+        if self.ghosts.is_empty() {
+            return;
+        }
+        let Some(c) = self.conns.get_mut(key).filter(|c| c.received_nothing(false)) else { return };
+        let ghost = c.socket().peer_addr().is_ok_and(|a| self.ghosts.contains_key(&a));
+        if ghost {
+            // A reset, not a FIN the client's side would never acknowledge.
+            sys::abort_on_close(c.socket().as_raw_fd());
+            self.cx.counters.refused += 1;
+            self.close(key);
         }
     }
 
@@ -720,6 +754,12 @@ impl Server {
     fn close(&mut self, key: usize) {
         if self.conns.contains(key) {
             let mut conn = self.conns.remove(key);
+            if conn.received_nothing(true) && self.ghosts.len() < GHOSTS_MAX {
+                // Ended by the client before its first byte: remembered for `close_if_ghost`.
+                if let Ok(a) = conn.socket().peer_addr() {
+                    self.ghosts.insert(a, self.cx.clock.now);
+                }
+            }
             conn.release(&mut self.cx);
             self.release_ip(conn.peer);
             // Dropping the stream closes it, which also removes it from the epoll set.
@@ -738,6 +778,7 @@ impl Server {
             }
         }
         self.cx.conn_states = states;
+        self.ghosts.retain(|_, t| now.saturating_duration_since(*t) < GHOST_MEMORY);
         let cx = &self.cx;
         let expired: Vec<usize> = self.conns.iter().filter(|(_, c)| c.expired(now, cx)).map(|(k, _)| k).collect();
         for key in expired {

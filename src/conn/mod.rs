@@ -304,6 +304,12 @@ impl Conn {
         }
     }
 
+    /// True for a connection that has received nothing at all (no byte, no request): still
+    /// waiting for its first byte, or, with `eof`, ended by the client before sending one.
+    pub fn received_nothing(&self, eof: bool) -> bool {
+        self.phase == Phase::Idle && self.served == 0 && self.rend == 0 && self.peer_eof == eof
+    }
+
     /// True while nothing of a request has arrived: safe to close on shutdown.
     pub fn is_idle(&self) -> bool {
         self.phase == Phase::Idle && self.rstart == self.rend
