@@ -1322,8 +1322,8 @@ fn per_ip_limit_changed_by_a_reload_counts_the_open_connections() {
 
 /// The files the server opens by path at start-up follow one rule (see `thttpd::privs`): the
 /// TOML `[log]` files are never opened through a symbolic link, and configuration files
-/// (`--config`, `-C`, `-t`) that are not regular files are refused at once instead of
-/// hanging the start (a FIFO) — each with an error naming the file.
+/// (`--config`, `-C`, `-t`) that are FIFOs are refused at once instead of
+/// hanging the start — each with an error naming the file.
 #[test]
 fn files_opened_at_start_up_refuse_links_and_fifos() {
     let dir = tempfile::tempdir().unwrap();

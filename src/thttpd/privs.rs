@@ -19,7 +19,8 @@
 //! whether it created the file — only a file it created may be given to the service user
 //! (thttpd `fchown`s whatever it opened, which hands any root-owned file to that user).
 //! Configuration files are read, not written, so [`read_config_file`] follows symbolic links
-//! (packaged configurations are often links) but also refuses anything but a regular file.
+//! (packaged configurations are often links) but refuses a FIFO or a socket and reads a
+//! bounded amount.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -232,17 +233,26 @@ fn check_regular(file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// The largest configuration file read.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 /// Reads a configuration file (TOML, thttpd `-C`, throttles): through symbolic links, but
-/// only if it is a regular file (a FIFO would hang the start, a device would never end).
+/// never a FIFO or a socket (either would hang the start), and at most
+/// [`MAX_CONFIG_BYTES`] (a device such as `/dev/zero` never ends). `/dev/null`, which init
+/// scripts pass as an empty `-C` file, reads as empty.
 pub fn read_config_file(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    if !f.metadata()?.file_type().is_file() {
-        return Err(io::Error::other("not a regular file"));
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let t = f.metadata()?.file_type();
+    if t.is_fifo() || t.is_socket() {
+        return Err(io::Error::other("not a regular file (a FIFO or a socket)"));
     }
     let mut out = Vec::new();
-    f.read_to_end(&mut out)?;
+    f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(io::Error::other(format!("larger than {} MiB", MAX_CONFIG_BYTES >> 20)));
+    }
     Ok(out)
 }
 
