@@ -56,7 +56,8 @@ const POOL_MAX: usize = 256;
 /// Body buffers larger than this are freed rather than pooled.
 const POOL_BODY_MAX: usize = 256 * 1024;
 /// How long, and for how many client addresses, an empty connection that the client ended
-/// is remembered to recognise its ghost (`Server::close_if_ghost`).
+/// is remembered to recognise its ghost (`Server::sort_out_ghosts`); as many open empty
+/// connections are indexed by client address.
 const GHOST_MEMORY: Duration = Duration::from_secs(5);
 const GHOSTS_MAX: usize = 4096;
 
@@ -182,6 +183,9 @@ pub struct Server {
     reloader: Option<Reloader>,
     /// Client addresses whose connection ended before its first byte, and when.
     ghosts: HashMap<SocketAddr, Instant>,
+    /// Open connections that had received nothing when accepted, by client address (some
+    /// entries are stale: the connection since got bytes, or closed; checked when used).
+    empty_open: HashMap<SocketAddr, usize>,
 }
 
 /// Opens the document root and logs named by the configuration (used by `--check-config`
@@ -456,6 +460,7 @@ impl Server {
             emfile_count: 0,
             reloader: None,
             ghosts: HashMap::new(),
+            empty_open: HashMap::new(),
         })
     }
 
@@ -588,7 +593,7 @@ impl Server {
                     // wait (`dispatch`), so a request answered at once with
                     // `Connection: close` costs no epoll_ctl at all.
                     self.dispatch(key);
-                    self.close_if_ghost(key);
+                    self.sort_out_ghosts(key, addr);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => match e.raw_os_error() {
@@ -608,26 +613,47 @@ impl Server {
         }
     }
 
-    /// A connection accepted empty from a client address and port whose previous
-    /// connection ended, empty, moments ago is a ghost, and is closed at once.
+    /// Two connections from one client address and port: the one that has received nothing
+    /// is a ghost, and is reset at once. A client cannot have two connections on one address
+    /// and port, so when the server holds two, the empty one is dead.
     ///
     /// After a burst that overflows the listen queues (deferred accept: SYN-queue entries,
     /// SYN cookies and a full accept queue at once), the kernel can hand over two sockets for
     /// one client address and port, with different initial sequence numbers: one takes the
-    /// client's FIN (it reads 0 and is closed here at once), the other is an established
-    /// socket that never sees another segment — the client's side is in TIME-WAIT for the
-    /// first one, answers whatever the ghost sends with ACKs that fit nothing, and never
-    /// resets it. Nothing from the kernel ever ends the ghost; it waited out `header_timeout`
-    /// and then sat in FIN-WAIT-1. A client cannot have two connections on one address and
-    /// port, so the second, empty one is closed.
-    fn close_if_ghost(&mut self, key: usize) {
-        if self.ghosts.is_empty() {
+    /// client's FIN (it reads 0 and is closed at once), the other is an established socket
+    /// that never sees another segment — the client's side is in TIME-WAIT for the first one,
+    /// answers whatever the ghost sends with ACKs that fit nothing, and never resets it.
+    /// Nothing from the kernel ever ends the ghost: it waited out `header_timeout` and then
+    /// sat in FIN-WAIT-1. The ghost may come second (then the first is in `ghosts`, ended
+    /// empty in the last few seconds) or first (then it is in `empty_open`). Connections
+    /// that bring their request with the handshake, as deferred accept makes all of them
+    /// normally, cost one `is_empty` test each here.
+    fn sort_out_ghosts(&mut self, key: usize, addr: SocketAddr) {
+        if !self.empty_open.is_empty() {
+            if let Some(old) = self.empty_open.remove(&addr) {
+                let dead = old != key
+                    && self
+                        .conns
+                        .get_mut(old)
+                        .is_some_and(|c| c.received_nothing(false) && c.socket().peer_addr().ok() == Some(addr));
+                if dead {
+                    self.reset_ghost(old);
+                }
+            }
+        }
+        if !self.conns.get(key).is_some_and(|c| c.received_nothing(false)) {
             return;
         }
-        let Some(c) = self.conns.get_mut(key).filter(|c| c.received_nothing(false)) else { return };
-        let ghost = c.socket().peer_addr().is_ok_and(|a| self.ghosts.contains_key(&a));
-        if ghost {
-            // A reset, not a FIN the client's side would never acknowledge.
+        if self.ghosts.contains_key(&addr) {
+            self.reset_ghost(key);
+        } else if self.empty_open.len() < GHOSTS_MAX {
+            self.empty_open.insert(addr, key);
+        }
+    }
+
+    /// Closes a ghost with a reset, not a FIN the client's side would never acknowledge.
+    fn reset_ghost(&mut self, key: usize) {
+        if let Some(c) = self.conns.get_mut(key) {
             sys::abort_on_close(c.socket().as_raw_fd());
             self.cx.counters.refused += 1;
             self.close(key);
@@ -755,7 +781,7 @@ impl Server {
         if self.conns.contains(key) {
             let mut conn = self.conns.remove(key);
             if conn.received_nothing(true) && self.ghosts.len() < GHOSTS_MAX {
-                // Ended by the client before its first byte: remembered for `close_if_ghost`.
+                // Ended by the client before its first byte: remembered for `sort_out_ghosts`.
                 if let Ok(a) = conn.socket().peer_addr() {
                     self.ghosts.insert(a, self.cx.clock.now);
                 }
@@ -779,6 +805,8 @@ impl Server {
         }
         self.cx.conn_states = states;
         self.ghosts.retain(|_, t| now.saturating_duration_since(*t) < GHOST_MEMORY);
+        let conns = &self.conns;
+        self.empty_open.retain(|_, k| conns.get(*k).is_some_and(|c| c.received_nothing(false)));
         let cx = &self.cx;
         let expired: Vec<usize> = self.conns.iter().filter(|(_, c)| c.expired(now, cx)).map(|(k, _)| k).collect();
         for key in expired {
