@@ -56,10 +56,11 @@ const POOL_MAX: usize = 256;
 /// Body buffers larger than this are freed rather than pooled.
 const POOL_BODY_MAX: usize = 256 * 1024;
 /// How long, and for how many client addresses, an empty connection that the client ended
-/// is remembered to recognise its ghost (`Server::sort_out_ghosts`); as many open empty
-/// connections are indexed by client address.
-const GHOST_MEMORY: Duration = Duration::from_secs(5);
-const GHOSTS_MAX: usize = 4096;
+/// is remembered to recognise its ghost (`Server::sort_out_ghosts`): as long as the client's
+/// side stays in TIME-WAIT (60 s on Linux), since a ghost can be handed over for a port the
+/// client reuses in that time. As many open empty connections are indexed by address.
+const GHOST_MEMORY: Duration = Duration::from_secs(60);
+const GHOSTS_MAX: usize = 65_536;
 
 /// State shared by all connections of the loop.
 pub struct Ctx {
@@ -625,7 +626,7 @@ impl Server {
     /// answers whatever the ghost sends with ACKs that fit nothing, and never resets it.
     /// Nothing from the kernel ever ends the ghost: it waited out `header_timeout` and then
     /// sat in FIN-WAIT-1. The ghost may come second (then the first is in `ghosts`, ended
-    /// empty in the last few seconds) or first (then it is in `empty_open`). Connections
+    /// empty within the last minute) or first (then it is in `empty_open`). Connections
     /// that bring their request with the handshake, as deferred accept makes all of them
     /// normally, cost one `is_empty` test each here.
     fn sort_out_ghosts(&mut self, key: usize, addr: SocketAddr) {

@@ -1521,7 +1521,25 @@ fn idle_connections_closed_after_a_burst_are_all_released_at_once() {
             "[burst {burst}] {} connections accepted at the peak; {left} still open 4 s after the close",
             peak - baseline
         );
-        assert!(released, "burst {burst}: {left} connections still open 4 s after their clients closed");
+        if !released {
+            // What the kernel says about them, both ends (for the failure message).
+            let port = addr.port();
+            let ss = Command::new("ss").args(["-tanoH", &format!("( sport = :{port} or dport = :{port} )")]).output();
+            let ss = ss.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+            // Each server-side socket still established, with the client's side of it.
+            let lines: Vec<&str> = ss.lines().collect();
+            let mut sample = Vec::new();
+            for l in lines.iter().filter(|l| l.starts_with("ESTAB") && l.contains(&format!(":{port} "))).take(4) {
+                sample.push(*l);
+                if let Some(peer) = l.split_whitespace().nth(4) {
+                    sample.extend(lines.iter().filter(|m| m.split_whitespace().nth(3) == Some(peer)));
+                }
+            }
+            panic!(
+                "burst {burst}: {left} connections still open 4 s after their clients closed; ss:\n{}",
+                sample.join("\n")
+            );
+        }
     }
     fresh_client_served(addr, Duration::from_secs(2), "after the bursts");
 }
