@@ -472,6 +472,7 @@ fn serve(
             return r.fail(e);
         }
     }
+    server.preload();
     if let Some(f) = reloader {
         server.set_reloader(f);
     }

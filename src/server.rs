@@ -419,18 +419,6 @@ impl Server {
         for w in &route_warnings {
             cx.error(format_args!("{w}"));
         }
-        for dir in cx.cfg.cache_preload.clone() {
-            let opts = ResolveOptions {
-                symlinks: cx.cfg.symlinks,
-                dotfiles: cx.cfg.dotfiles,
-                index: &cx.cfg.index,
-                site_depth: 0,
-            };
-            let n = cx.cache.preload(&cx.root, &dir, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs());
-            if n == 0 {
-                cx.errors.log(cx.clock.log_date(), format_args!("cache.preload: no files loaded from {dir}"));
-            }
-        }
         if let Some(n) = nofile {
             let want = cx.cfg.max_connections as u64 + 64;
             if n < want {
@@ -889,13 +877,35 @@ impl Server {
         }
     }
 
+    /// Loads the files of `[cache] preload` into the cache. Called once the process runs as
+    /// the user it serves as (after `-u`), and again after a reload: a file opened as root
+    /// would stay readable through the cache although the serving user may not open it.
+    pub fn preload(&mut self) {
+        let cx = &mut self.cx;
+        for dir in cx.cfg.cache_preload.clone() {
+            let opts = ResolveOptions {
+                symlinks: cx.cfg.symlinks,
+                dotfiles: cx.cfg.dotfiles,
+                index: &cx.cfg.index,
+                site_depth: 0,
+            };
+            let n = cx.cache.preload(&cx.root, &dir, &opts, &cx.mime, cx.clock.now, cx.clock.unix_secs());
+            if n == 0 {
+                cx.errors.log(cx.clock.log_date(), format_args!("cache.preload: no files loaded from {dir}"));
+            }
+        }
+    }
+
     /// Re-reads the configuration; a configuration that fails to load or to apply is
     /// reported and the running one stays in force.
     fn reload(&mut self) {
         let Some(f) = self.reloader.clone() else { return };
         let result = f().and_then(|new| self.apply(new));
         match result {
-            Ok(()) => self.cx.error(format_args!("configuration reloaded")),
+            Ok(()) => {
+                self.cx.error(format_args!("configuration reloaded"));
+                self.preload();
+            }
             Err(e) => self.cx.error(format_args!("configuration reload failed, still serving the previous one: {e}")),
         }
     }

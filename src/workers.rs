@@ -180,6 +180,8 @@ fn spawn(
     };
     let code = match listeners.and_then(|l| Server::new(cfg.clone(), l)) {
         Ok(mut server) => {
+            // Workers never switch user (refused with workers > 1): preload at once.
+            server.preload();
             server.set_reloader(reloader.clone());
             match server.run() {
                 Ok(()) => 0,

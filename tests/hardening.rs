@@ -1776,3 +1776,41 @@ fn a_client_that_half_closes_after_its_request_gets_the_full_response() {
     f.finish();
     fresh_client_served(addr, Duration::from_secs(1), "after the half-closes");
 }
+
+/// `[cache] preload` with `-u`: files are loaded as the serving user, not as root. A file the
+/// serving user cannot read, opened by root at start, would otherwise stay readable through
+/// the cache for as long as the entry lives.
+#[test]
+fn preload_opens_files_as_the_serving_user() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (the user switch)");
+        return;
+    }
+    let srv = Server::builder()
+        .config("[cache]\npreload = [\"/\"]\nrevalidate = \"1h\"\n[status]\nenabled = true\n")
+        .setup(|dir, root| {
+            open_up_permissions(dir);
+            fs::write(root.join("root-only.txt"), b"for root's eyes only\n").unwrap();
+            fs::set_permissions(root.join("root-only.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+        })
+        .args(&["-u", "nobody"])
+        .start();
+    let r = srv.get("/root-only.txt");
+    assert_eq!(r.status, 403, "a file nobody cannot read was served from the preloaded cache: {r:?}");
+    // Preloading still happened, as the serving user: the readable files are cache hits.
+    let hits_before = cache_hits(&srv);
+    assert_eq!(srv.get("/index.html").status, 200);
+    assert_eq!(cache_hits(&srv), hits_before + 1.0, "index.html was not preloaded");
+}
+
+fn cache_hits(srv: &Server) -> f64 {
+    let r = srv.get("/.status?json");
+    assert_eq!(r.status, 200, "{r:?}");
+    let j = parse_json(std::str::from_utf8(&r.body).unwrap()).unwrap();
+    match j.get("cache").and_then(|c| c.get("hits")) {
+        Some(Json::Num(n)) => *n,
+        other => panic!("no cache.hits in the status page: {other:?} ({})", String::from_utf8_lossy(&r.body)),
+    }
+}
