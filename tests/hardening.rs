@@ -1814,3 +1814,155 @@ fn cache_hits(srv: &Server) -> f64 {
         other => panic!("no cache.hits in the status page: {other:?} ({})", String::from_utf8_lossy(&r.body)),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Chunked framing by the grammar (RFC 9112 §7.1, §2.2): request smuggling through a body
+// ---------------------------------------------------------------------------------------------
+
+const TE_HEAD: &str = "GET /p0.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+/// The request hidden in a body: it must never be answered.
+const HIDDEN: &str = "GET /p2.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/// Chunked bodies off the grammar, each followed by the hidden request (and, for the shapes a
+/// lenient parser would take as a complete body, more of it).
+fn malformed_chunked_bodies() -> Vec<(&'static str, String)> {
+    vec![
+        ("size not hex", format!("zz\r\n{HIDDEN}")),
+        ("negative size", format!("-1\r\nx\r\n0\r\n\r\n{HIDDEN}")),
+        ("0x prefix", format!("0x5\r\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        ("17 hex digits", format!("00000000000000005\r\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        // A front end that ends lines at CR reads `5` and a body holding the hidden request.
+        ("bare CR in the size line", format!("5\rX\r\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        ("bare CR in an extension", format!("5;a\rb\r\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        ("bare CR after the data", format!("5\r\nhello\r0\r\n\r\n{HIDDEN}")),
+        ("bare LF ends the size line", format!("5\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        ("bare LF after the data", format!("5\r\nhello\n0\r\n\r\n{HIDDEN}")),
+        ("bare LF ends the body", format!("0\r\n\n{HIDDEN}")),
+        ("extension without a name", format!("5;=x\r\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        ("space inside an extension value", format!("5;a=b c\r\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        ("unterminated quoted extension", format!("5;a=\"x\r\nhello\r\n0\r\n\r\n{HIDDEN}")),
+        ("obs-fold in a trailer", format!("0\r\nA: b\r\n c\r\n\r\n{HIDDEN}")),
+        ("trailer without a colon", format!("0\r\nA\r\n\r\n{HIDDEN}")),
+        ("bare CR in a trailer", format!("0\r\nA: b\rc\r\n\r\n{HIDDEN}")),
+    ]
+}
+
+/// Reads what is left on `s` until EOF or reset (within 5 s): an error if the connection stays
+/// open or the hidden request was answered.
+fn rest_until_close(s: &mut TcpStream) -> Result<Vec<u8>, String> {
+    let mut rest = Vec::new();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+        Err(e) => return Err(format!("the connection stayed open ({e}) after \"{}\"", show(&rest))),
+    }
+    if rest.windows(6).any(|w| w == b"page 2") {
+        return Err(format!("THE HIDDEN REQUEST WAS SERVED: \"{}\"", show(&rest)));
+    }
+    Ok(rest)
+}
+
+/// The whole request, body included, in one write: the server holds the invalid framing when
+/// it reads the head, so the request is invalid (400, close), never served then closed.
+#[test]
+fn invalid_chunked_framing_already_received_is_400_and_close() {
+    let srv = Server::start("");
+    let mut f = Failures::new();
+    for (what, body) in malformed_chunked_bodies() {
+        let req = format!("{TE_HEAD}{body}");
+        let result = (|| {
+            let mut s = srv.connect();
+            raw_lenient(&mut s, &req);
+            let r = try_read_response(&mut s, false).map_err(|e| format!("no response: {e}"))?;
+            if r.status != 400 || !r.closes() {
+                return Err(format!("expected 400 and close, got:\n{}", r.describe()));
+            }
+            rest_until_close(&mut s).map(|_| ())
+        })();
+        f.check(what, result);
+    }
+    f.finish();
+    assert_eq!(srv.get("/p1.txt").body, page(1), "the server still serves");
+}
+
+/// The head first, the malformed body only after the response to it: the answer is out, so
+/// the server can only close, and the request hidden in the body is never served.
+#[test]
+fn invalid_chunked_framing_after_the_response_closes_and_hides_nothing() {
+    let srv = Server::start("");
+    let mut f = Failures::new();
+    for (what, body) in malformed_chunked_bodies() {
+        let result = (|| {
+            let mut s = srv.connect();
+            raw(&mut s, TE_HEAD);
+            let r = read_response(&mut s);
+            if r.status != 200 || r.body != page(0) {
+                return Err(format!("expected p0 first:\n{}", r.describe()));
+            }
+            raw_lenient(&mut s, format!("{body}GET /p1.txt HTTP/1.1\r\nHost: x\r\n\r\n"));
+            let rest = rest_until_close(&mut s)?;
+            if rest.windows(6).any(|w| w == b"page 1") {
+                return Err(format!("a request after the malformed body was served: \"{}\"", show(&rest)));
+            }
+            Ok(())
+        })();
+        f.check(what, result);
+    }
+    f.finish();
+}
+
+/// Sends `head`, reads its 200, then writes `unit` again and again (up to `cap` bytes): the
+/// server must close the connection long before; returns the bytes it took.
+fn flood_until_closed(srv: &Server, unit: &[u8], cap: usize) -> Result<usize, String> {
+    let mut s = srv.connect();
+    raw(&mut s, TE_HEAD);
+    let r = read_response(&mut s);
+    if r.status != 200 {
+        return Err(format!("expected 200:\n{}", r.describe()));
+    }
+    let mut sent = 0;
+    while sent < cap {
+        match s.write(unit) {
+            Ok(n) => sent += n,
+            Err(_) => return Ok(sent),
+        }
+    }
+    check_closed(&mut s, Duration::from_secs(5)).map(|_| sent).map_err(|e| format!("after {sent} bytes: {e}"))
+}
+
+/// Finding 11: trailers and extensions were not counted; `0\r\n` and then endless trailer
+/// lines (or chunks of one byte with 4 KB extensions) were read forever. Every byte of a
+/// discarded body now counts toward `max_body_discard`, and trailer lines are bounded.
+#[test]
+fn endless_trailers_and_extensions_are_cut_off() {
+    let srv = Server::start("[http]\nmax_body_discard = 65536");
+    let mut trailer = b"X-Pad: ".to_vec();
+    trailer.extend(std::iter::repeat_n(b'a', 100));
+    trailer.extend_from_slice(b"\r\n");
+    let mut first = b"0\r\n".to_vec();
+    first.extend_from_slice(&trailer);
+    let mut f = Failures::new();
+    // The first unit carries the last chunk; the trailer lines follow it.
+    let result = (|| {
+        let mut s = srv.connect();
+        raw(&mut s, TE_HEAD);
+        read_response(&mut s);
+        raw(&mut s, &first);
+        let mut sent = first.len();
+        while sent < 8 * MIB {
+            match s.write(&trailer) {
+                Ok(n) => sent += n,
+                Err(_) => return Ok(()),
+            }
+        }
+        check_closed(&mut s, Duration::from_secs(5)).map(|_| ()).map_err(|e| format!("after {sent} bytes: {e}"))
+    })();
+    f.check("endless trailer lines", result);
+    let mut ext = b"1;pad=".to_vec();
+    ext.extend(std::iter::repeat_n(b'e', 4000));
+    ext.extend_from_slice(b"\r\nx\r\n");
+    f.check("one-byte chunks with 4 KB extensions", flood_until_closed(&srv, &ext, 8 * MIB).map(|_| ()));
+    f.finish();
+    assert_eq!(srv.get("/p1.txt").body, page(1), "the server still serves");
+}

@@ -130,7 +130,9 @@ fn disallowed_methods_get_405_with_allow() {
     let srv = Server::start("");
     let mut f = Failures::new();
     for m in ["POST", "PUT", "DELETE", "PATCH", "TRACE", "CONNECT"] {
-        let req = format!("{m} /file.txt HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
+        // CONNECT takes only an authority-form target (RFC 9112 §3.2.3); any other is a 400.
+        let target = if m == "CONNECT" { "localhost:443" } else { "/file.txt" };
+        let req = format!("{m} {target} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
         let r = srv.exchange(&req);
         f.check(
             &req.escape_debug().to_string(),

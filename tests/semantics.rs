@@ -1697,3 +1697,72 @@ fn listing_is_capped_by_max_entries() {
     sorted.sort();
     assert_eq!(names, sorted, "truncated listing still sorted: {j:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Request lines and targets (RFC 9112 §3), repeated precondition fields (RFC 9110 §5.3, §13.1)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn malformed_request_lines_get_400_and_request_target_forms_are_checked() {
+    let srv = Server::start("");
+    let mut f = Failures::new();
+    for (req, status) in [
+        ("X GET /file.txt HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET /file.txt  HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET /file.txt HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+        ("CONNECT example.com HTTP/1.1\r\nHost: example.com\r\n\r\n", 400),
+        ("CONNECT /file.txt HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET example.com:80 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET /file.txt#frag HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GET http://x/file.txt#frag HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ] {
+        f.check(&req.escape_debug().to_string(), check_rejected(srv.addr(), req.as_bytes(), status));
+    }
+    for (req, status) in [
+        ("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nConnection: close\r\n\r\n", 405),
+        ("OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 204),
+        ("GET http://x/file.txt HTTP/1.1\r\nHost: y\r\nConnection: close\r\n\r\n", 200),
+    ] {
+        let r = srv.exchange(req);
+        f.check(
+            &req.escape_debug().to_string(),
+            if r.status == status { Ok(()) } else { Err(format!("expected {status}:\n{}", r.describe())) },
+        );
+    }
+    f.finish();
+}
+
+#[test]
+fn repeated_precondition_fields_combine_as_rfc_9110_says() {
+    let srv = Server::start("");
+    let etag = srv.get("/file.txt").header("etag").expect("an ETag").to_string();
+    let lm = FILE_TXT_LAST_MODIFIED;
+    let old = "Thu, 01 Jan 2015 00:00:00 GMT";
+    let req = |fields: &str| format!("GET /file.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{fields}\r\n");
+    let mut f = Failures::new();
+    for (what, fields, want) in [
+        // List fields on several lines are one list (only the last line used to count).
+        ("If-None-Match on two lines", format!("If-None-Match: {etag}\r\nIf-None-Match: \"other\"\r\n"), 304),
+        ("If-Match on two lines", format!("If-Match: {etag}\r\nIf-Match: \"other\"\r\n"), 200),
+        ("If-Match, neither line matching", "If-Match: \"a\"\r\nIf-Match: \"b\"\r\n".to_string(), 412),
+        // A single date on two lines is invalid and ignored.
+        ("If-Modified-Since on two lines", format!("If-Modified-Since: {lm}\r\nIf-Modified-Since: {lm}\r\n"), 200),
+        ("If-Modified-Since once", format!("If-Modified-Since: {lm}\r\n"), 304),
+        ("If-Modified-Since as a list", format!("If-Modified-Since: {lm}, {lm}\r\n"), 200),
+        (
+            "If-Unmodified-Since on two lines",
+            format!("If-Unmodified-Since: {old}\r\nIf-Unmodified-Since: {old}\r\n"),
+            200,
+        ),
+        ("If-Unmodified-Since once", format!("If-Unmodified-Since: {old}\r\n"), 412),
+        // If-Range and Range hold one value: on two lines, the range is not applied.
+        ("If-Range on two lines", format!("Range: bytes=0-1\r\nIf-Range: {etag}\r\nIf-Range: {etag}\r\n"), 200),
+        ("If-Range once", format!("Range: bytes=0-1\r\nIf-Range: {etag}\r\n"), 206),
+        ("Range on two lines", "Range: bytes=0-1\r\nRange: bytes=2-3\r\n".to_string(), 200),
+    ] {
+        let r = srv.exchange(req(&fields));
+        f.check(what, if r.status == want { Ok(()) } else { Err(format!("expected {want}:\n{}", r.describe())) });
+    }
+    f.finish();
+}

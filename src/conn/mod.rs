@@ -427,15 +427,24 @@ impl Conn {
             return Ok(false);
         };
         let limits = cx.limits;
-        let queued = match request::parse(&mut rbuf[self.rstart..self.rend], &limits) {
-            Ok(Some(req)) => {
-                let head_len = req.head_len;
-                let queued = self.respond(cx, &req);
-                if queued {
-                    self.rstart += head_len;
+        request::patch_version(&mut rbuf[self.rstart..self.rend]);
+        let region = &rbuf[self.rstart..self.rend];
+        let queued = match request::parse_head(region, &limits) {
+            Ok(Some(req)) => match held_body_error(&req, &region[req.head_len..], cx.cfg.max_body_discard) {
+                Some(rej) => {
+                    self.reject(cx, rej, req_line(&req));
+                    self.rstart = self.rend;
+                    true
                 }
-                queued
-            }
+                None => {
+                    let head_len = req.head_len;
+                    let queued = self.respond(cx, &req);
+                    if queued {
+                        self.rstart += head_len;
+                    }
+                    queued
+                }
+            },
             Ok(None) => {
                 if self.phase == Phase::Idle {
                     self.phase = Phase::Head;
@@ -477,7 +486,7 @@ impl Conn {
                 };
                 let used = skip.feed(&rbuf[self.rstart..self.rend]).map_err(|_| ())?;
                 self.rstart += used;
-                if skip.total > cx.cfg.max_body_discard {
+                if skip.consumed > cx.cfg.max_body_discard {
                     return Err(());
                 }
                 if skip.done() {
@@ -896,6 +905,22 @@ impl Conn {
         self.rstart = 0;
         self.rend = 0;
         result
+    }
+}
+
+/// Whether the body bytes already received with a head make the request invalid: a chunked
+/// body whose framing is broken (or over `max_body_discard`) in bytes the server holds is
+/// answered 400 (413) and the connection closed, never served first. Bytes that arrive after
+/// the response has started can only close the connection (`skip_body`).
+fn held_body_error(req: &Request<'_>, held: &[u8], max_discard: u64) -> Option<Reject> {
+    if req.framing != Framing::Chunked || held.is_empty() {
+        return None;
+    }
+    let mut skip = ChunkedSkipper::default();
+    match skip.feed(held) {
+        Err(rej) => Some(rej),
+        Ok(_) if skip.consumed > max_discard => Some(Reject { status: 413, why: "request body too large" }),
+        Ok(_) => None,
     }
 }
 

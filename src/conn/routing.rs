@@ -48,7 +48,7 @@ impl Conn {
             Ok(Lookup::Status(404)) | Err(ResolveError::NotFound) => Probe::Missing,
             Ok(Lookup::Status(_)) | Err(_) => Probe::Other,
         };
-        match cx.routes.route(space, path, req.query, req.accept, &mut probe) {
+        match cx.routes.route(space, path, req.query, req.accept.as_deref(), &mut probe) {
             Action::Serve { status } => Routed::Serve(status),
             Action::Redirect { status, location } => {
                 Routed::Sent(self.simple_response(cx, status, req, Some(("Location", &location))))

@@ -340,7 +340,7 @@ impl Conn {
             return Ok((None, false));
         }
         let mut accepted = std::mem::take(&mut cx.encodings);
-        encoding::acceptable(req.accept_encoding, &cx.cfg.precompressed, &mut accepted);
+        encoding::acceptable(req.accept_encoding.as_deref(), &cx.cfg.precompressed, &mut accepted);
         let mut any = false;
         let mut chosen = None;
         let mut sibling_path = std::mem::take(&mut cx.sibling);
@@ -391,8 +391,8 @@ impl Conn {
             None => (entry.clone(), None),
         };
         let conds = Conditions {
-            if_match: req.if_match,
-            if_none_match: req.if_none_match,
+            if_match: req.if_match.as_deref(),
+            if_none_match: req.if_none_match.as_deref(),
             if_modified_since: req.if_modified_since,
             if_unmodified_since: req.if_unmodified_since,
             if_range: req.if_range,
@@ -516,7 +516,7 @@ impl Conn {
             max_bytes: usize::try_from(cx.cfg.listing_max_bytes.min(cx.cfg.cache_max_bytes)).unwrap_or(usize::MAX),
         };
         let shown = path.strip_prefix(site.prefix.as_str()).unwrap_or(path);
-        let view = listing::View::from_request(req.query.unwrap_or("").as_bytes(), req.accept);
+        let view = listing::View::from_request(req.query.unwrap_or("").as_bytes(), req.accept.as_deref());
         let space = site.root.map_or(0, |i| i + 1);
         let (now, now_secs) = (cx.clock.now, cx.clock.unix_secs());
         let entry = match cx.cache.listing(dir, space, path, shown, view, &opts, now, now_secs) {
@@ -528,8 +528,8 @@ impl Conn {
         };
         // No ranges for listings: If-Range has nothing to decide.
         let conds = Conditions {
-            if_match: req.if_match,
-            if_none_match: req.if_none_match,
+            if_match: req.if_match.as_deref(),
+            if_none_match: req.if_none_match.as_deref(),
             if_modified_since: req.if_modified_since,
             if_unmodified_since: req.if_unmodified_since,
             if_range: None,

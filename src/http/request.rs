@@ -3,8 +3,13 @@
 //! message framing, the request-target form, size limits and the protocol version.
 //!
 //! Every rejection is a [`Reject`] carrying its status code; after one, the connection is
-//! closed, because the framing of whatever follows can no longer be trusted.
+//! closed, because the framing of whatever follows can no longer be trusted. A malformed
+//! request line is a 400; 505 only for a well-formed one whose version we don't speak.
+//! Repeated fields combine as RFC 9110 §5.3 says (see [`Request`]).
+//!
+//! [`ChunkedSkipper`] reads a chunked body that is thrown away, strictly by the grammar.
 
+use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
 use super::list_items;
@@ -74,15 +79,21 @@ pub struct Request<'b> {
     pub referer: Option<&'b [u8]>,
     pub user_agent: Option<&'b [u8]>,
     /// Fields used by later stages (conditional requests, ranges, content negotiation,
-    /// authentication). When a field is repeated, the last one counts.
-    pub if_match: Option<&'b [u8]>,
-    pub if_none_match: Option<&'b [u8]>,
+    /// authentication), as RFC 9110 §5.3 combines field lines. A list field sent on several
+    /// lines (`If-Match`, `If-None-Match`, `Accept-Encoding`, `Accept`) is one list, the lines
+    /// joined with `", "` (borrowed from the buffer unless it was repeated). A field that
+    /// holds one value and arrives on several lines is invalid: `If-Modified-Since`,
+    /// `If-Unmodified-Since` and `Range` are then ignored (`None`, RFC 9110 §13.1.3, §13.1.4,
+    /// §14.2), `If-Range` and `Authorization` become empty, which never matches (the Range
+    /// is ignored; the credentials are refused). `Referer` and `User-Agent`: the last counts.
+    pub if_match: Option<Cow<'b, [u8]>>,
+    pub if_none_match: Option<Cow<'b, [u8]>>,
     pub if_modified_since: Option<&'b [u8]>,
     pub if_unmodified_since: Option<&'b [u8]>,
     pub if_range: Option<&'b [u8]>,
     pub range: Option<&'b [u8]>,
-    pub accept_encoding: Option<&'b [u8]>,
-    pub accept: Option<&'b [u8]>,
+    pub accept_encoding: Option<Cow<'b, [u8]>>,
+    pub accept: Option<Cow<'b, [u8]>>,
     pub authorization: Option<&'b [u8]>,
     /// `Forwarded` and `X-Forwarded-For`, read only from trusted proxies
     /// (`http::forwarded`); a header sent more than once is handed over empty.
@@ -117,10 +128,17 @@ pub struct Limits {
 /// A request line with version `HTTP/1.2`–`HTTP/1.9` is patched in place to `HTTP/1.1`:
 /// a server of a lower minor version treats it as its own (RFC 9110 §2.5).
 pub fn parse<'b>(buf: &'b mut [u8], limits: &Limits) -> Result<Option<Request<'b>>, Reject> {
+    patch_version(buf);
+    parse_head(buf, limits)
+}
+
+/// The first half of [`parse`]: patches a complete request line's `HTTP/1.2`–`HTTP/1.9` to
+/// `HTTP/1.1` in place. [`parse_head`] is the second; a caller that must read the bytes after
+/// the head while it holds the [`Request`] calls the two itself.
+pub fn patch_version(buf: &mut [u8]) {
     if let Some(pos) = higher_minor_version(buf) {
         buf[pos] = b'1';
     }
-    parse_head(buf, limits)
 }
 
 /// Finds the minor-version digit of a complete request line that says HTTP/1.2 to 1.9.
@@ -142,7 +160,8 @@ fn higher_minor_version(buf: &[u8]) -> Option<usize> {
 /// ignore at least one empty line there; more than two is not a client bug but garbage.
 const MAX_LEADING_EMPTY: usize = 4;
 
-fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>, Reject> {
+/// Parses a head that [`patch_version`] has seen (see [`parse`]).
+pub fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>, Reject> {
     if buf.iter().take(MAX_LEADING_EMPTY + 1).all(|&b| b == b'\r' || b == b'\n') && buf.len() > MAX_LEADING_EMPTY {
         return Err(reject(400, "empty lines instead of a request line"));
     }
@@ -214,6 +233,8 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
     let mut transfer_encoding = false;
     let mut conn_close = false;
     let mut conn_keep_alive = false;
+    // Single-value fields seen more than once, one bit each (see below).
+    let mut repeated = 0u8;
     for h in req.headers.iter() {
         let name = h.name;
         let value = h.value.trim_ascii();
@@ -251,18 +272,30 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
                 return Err(reject(417, "unsupported expectation"));
             }
         } else {
-            let slot = match name.len() {
-                5 if name.eq_ignore_ascii_case("range") => &mut r.range,
-                6 if name.eq_ignore_ascii_case("accept") => &mut r.accept,
-                7 if name.eq_ignore_ascii_case("referer") => &mut r.referer,
-                8 if name.eq_ignore_ascii_case("if-match") => &mut r.if_match,
-                8 if name.eq_ignore_ascii_case("if-range") => &mut r.if_range,
-                10 if name.eq_ignore_ascii_case("user-agent") => &mut r.user_agent,
-                13 if name.eq_ignore_ascii_case("if-none-match") => &mut r.if_none_match,
-                13 if name.eq_ignore_ascii_case("authorization") => &mut r.authorization,
-                15 if name.eq_ignore_ascii_case("accept-encoding") => &mut r.accept_encoding,
-                17 if name.eq_ignore_ascii_case("if-modified-since") => &mut r.if_modified_since,
-                19 if name.eq_ignore_ascii_case("if-unmodified-since") => &mut r.if_unmodified_since,
+            let (slot, bit) = match name.len() {
+                5 if name.eq_ignore_ascii_case("range") => (&mut r.range, 1),
+                6 if name.eq_ignore_ascii_case("accept") => {
+                    join_line(&mut r.accept, value);
+                    continue;
+                }
+                7 if name.eq_ignore_ascii_case("referer") => (&mut r.referer, 0),
+                8 if name.eq_ignore_ascii_case("if-match") => {
+                    join_line(&mut r.if_match, value);
+                    continue;
+                }
+                8 if name.eq_ignore_ascii_case("if-range") => (&mut r.if_range, 2),
+                10 if name.eq_ignore_ascii_case("user-agent") => (&mut r.user_agent, 0),
+                13 if name.eq_ignore_ascii_case("if-none-match") => {
+                    join_line(&mut r.if_none_match, value);
+                    continue;
+                }
+                13 if name.eq_ignore_ascii_case("authorization") => (&mut r.authorization, 4),
+                15 if name.eq_ignore_ascii_case("accept-encoding") => {
+                    join_line(&mut r.accept_encoding, value);
+                    continue;
+                }
+                17 if name.eq_ignore_ascii_case("if-modified-since") => (&mut r.if_modified_since, 8),
+                19 if name.eq_ignore_ascii_case("if-unmodified-since") => (&mut r.if_unmodified_since, 16),
                 9 | 15 if name.eq_ignore_ascii_case("forwarded") || name.eq_ignore_ascii_case("x-forwarded-for") => {
                     let slot = if name.len() == 9 { &mut r.forwarded } else { &mut r.x_forwarded_for };
                     // Repeated: ignored as a whole rather than joined by guesswork.
@@ -271,7 +304,28 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
                 }
                 _ => continue,
             };
+            if slot.is_some() {
+                repeated |= bit;
+            }
             *slot = Some(value);
+        }
+    }
+    // Single-value fields sent on several lines (see `Request`).
+    if repeated != 0 {
+        if repeated & 1 != 0 {
+            r.range = None;
+        }
+        if repeated & 2 != 0 {
+            r.if_range = Some(b"");
+        }
+        if repeated & 4 != 0 {
+            r.authorization = Some(b"");
+        }
+        if repeated & 8 != 0 {
+            r.if_modified_since = None;
+        }
+        if repeated & 16 != 0 {
+            r.if_unmodified_since = None;
         }
     }
 
@@ -299,9 +353,41 @@ fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>,
     Ok(Some(r))
 }
 
-/// Checks the request-target form (RFC 9112 §3.2) and splits path and query.
+/// Adds one field line's value to a list field (RFC 9110 §5.3: lines of a list field combine
+/// in order, separated by commas). Allocates only for a repeated field.
+fn join_line<'b>(slot: &mut Option<Cow<'b, [u8]>>, value: &'b [u8]) {
+    match slot {
+        None => *slot = Some(Cow::Borrowed(value)),
+        Some(list) => {
+            let list = list.to_mut();
+            list.extend_from_slice(b", ");
+            list.extend_from_slice(value);
+        }
+    }
+}
+
+/// Checks the request-target form (RFC 9112 §3.2) and splits path and query: origin-form
+/// (`/path?query`), absolute-form (`http://authority/path?query`, whose authority replaces
+/// Host), authority-form (`host:port`) for CONNECT and only for it, asterisk-form (`*`) for
+/// OPTIONS and only for it. A fragment (`#`) is never part of a request-target (RFC 9110
+/// §7.1): 400.
 fn split_target(r: &mut Request<'_>) -> Result<(), Reject> {
     let t = r.target;
+    if t.as_bytes().contains(&b'#') {
+        return Err(reject(400, "fragment in request-target"));
+    }
+    if r.method == Method::Connect {
+        // authority-form = uri-host ":" port (RFC 9112 §3.2.3), the only form for CONNECT;
+        // a valid one is refused later with 405.
+        let port_ok = t.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !port_ok || !valid_host(t.as_bytes()) {
+            return Err(reject(400, "CONNECT needs an authority-form request-target"));
+        }
+        r.path = t;
+        return Ok(());
+    }
     let rest = if t.starts_with('/') {
         t
     } else if t == "*" {
@@ -325,10 +411,6 @@ fn split_target(r: &mut Request<'_>) -> Result<(), Reject> {
             return Ok(());
         }
         rest
-    } else if r.method == Method::Connect {
-        // authority-form; CONNECT is refused later with 405.
-        r.path = t;
-        return Ok(());
     } else {
         return Err(reject(400, "invalid request-target"));
     };
@@ -423,127 +505,299 @@ fn incomplete(buf: &[u8], limits: &Limits) -> Result<(), Reject> {
     Ok(())
 }
 
-/// Tells a version we do not speak (505) from a malformed line (400).
+/// Tells a version we do not speak (505) from a malformed line (400). 505 is only for a
+/// request line that is well-formed but for its version (RFC 9110 §15.6.6): exactly
+/// `method SP request-target SP HTTP-version` (RFC 9112 §3), one space each, a token for the
+/// method. An extra word, a doubled space or a stray byte makes the line invalid: 400.
 fn version_error(buf: &[u8]) -> Reject {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
+    let buf = &buf[start..];
     let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let line = buf[..line_end].trim_ascii_end();
-    match line.rsplit(|&b| b == b' ').next() {
-        Some([b'H', b'T', b'T', b'P', b'/', maj, b'.', min]) if maj.is_ascii_digit() && min.is_ascii_digit() => {
-            reject(505, "unsupported HTTP version")
-        }
-        Some([b'H', b'T', b'T', b'P', b'/', maj]) if maj.is_ascii_digit() => reject(505, "unsupported HTTP version"),
-        _ => reject(400, "malformed request line"),
+    let line = buf[..line_end].strip_suffix(b"\r").unwrap_or(&buf[..line_end]);
+    let mut words = line.split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) = (words.next(), words.next(), words.next(), words.next())
+    else {
+        return reject(400, "malformed request line");
+    };
+    let method_ok = !method.is_empty() && method.iter().all(|&b| is_tchar(b));
+    let target_ok = !target.is_empty() && target.iter().all(|&b| b > 0x20 && b != 0x7f);
+    let version_ok = match version {
+        [b'H', b'T', b'T', b'P', b'/', maj, b'.', min] => maj.is_ascii_digit() && min.is_ascii_digit(),
+        [b'H', b'T', b'T', b'P', b'/', maj] => maj.is_ascii_digit(),
+        _ => false,
+    };
+    if method_ok && target_ok && version_ok {
+        reject(505, "unsupported HTTP version")
+    } else {
+        reject(400, "malformed request line")
     }
 }
 
-/// Consumes a chunked request body that is to be thrown away (RFC 9112 §7.1), without
-/// buffering it: chunk sizes, extensions and trailers are parsed incrementally and bounded.
+/// Consumes a chunked request body that is to be thrown away, without buffering it. The
+/// framing is parsed strictly by the grammar of RFC 9112 §7.1:
+///
+/// ```text
+/// chunked-body = *chunk last-chunk trailer-section CRLF
+/// chunk        = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
+/// chunk-ext    = *( BWS ";" BWS token [ BWS "=" BWS ( token / quoted-string ) ] )
+/// trailer-section = *( field-line CRLF )
+/// ```
+///
+/// Every line ends with CRLF: a bare CR anywhere is an error (RFC 9112 §2.2), and so is a bare
+/// LF. §2.2 lets a recipient take a bare LF as the end of a start-line or a field line, but
+/// that leniency is not extended to chunk framing here: a front end that ends chunk lines
+/// differently would see a different body, and a request hidden in it (the desync behind
+/// chunked request smuggling). No client that matters sends bare LFs in chunked bodies, and
+/// a body that is only thrown away gains nothing from leniency.
+///
+/// Bounds: a chunk-size has at most 16 hex digits, a chunk-size line (with its extensions)
+/// and a trailer line at most [`MAX_CHUNK_LINE`] bytes, the trailer section at most
+/// [`MAX_TRAILERS`] lines; [`ChunkedSkipper::consumed`] counts every byte of the body,
+/// framing included, so the caller's limit covers extensions and trailers too.
 #[derive(Clone, Debug, Default)]
 pub struct ChunkedSkipper {
     state: ChunkState,
-    /// Bytes of the current size line, extension or trailer line.
+    /// Bytes of the current chunk-size line or trailer line, without its CRLF.
     line: usize,
-    /// Body bytes seen so far (data only).
-    pub total: u64,
+    /// Trailer lines seen.
+    trailers: usize,
+    /// Bytes consumed so far: sizes, extensions, data, trailers and line ends.
+    pub consumed: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum ChunkState {
+    /// The first hex digit of a chunk-size.
     #[default]
     Size,
-    SizeDigits(u64),
-    Ext(u64),
+    /// In the chunk-size: value and digits so far.
+    SizeDigits(u64, u8),
+    /// Whitespace after the size or after an extension: a `;` must follow.
+    ExtSemi(u64),
+    /// After `;`: whitespace, then an extension name.
+    ExtName(u64),
+    /// In an extension name.
+    ExtNameChars(u64),
+    /// Whitespace after an extension name: `=` or `;` must follow.
+    ExtAfterName(u64),
+    /// After `=`: whitespace, then a token or a quoted-string.
+    ExtValue(u64),
+    /// In a token value.
+    ExtToken(u64),
+    /// In a quoted-string value, and just after a backslash in one.
+    ExtQuoted(u64),
+    ExtQuotedEscape(u64),
+    /// After the closing quote of a value.
+    ExtAfterQuoted(u64),
+    /// The CR of a chunk-size line has been seen: LF must follow.
+    SizeLf(u64),
     Data(u64),
     DataCr,
     DataLf,
+    /// The start of a trailer line, or of the final CRLF.
     TrailerStart,
-    Trailer,
+    TrailerName,
+    TrailerValue,
+    TrailerLf,
+    /// The CR of the final CRLF has been seen.
+    EndLf,
     Done,
 }
 
-/// The longest chunk-size line or trailer line accepted.
-const MAX_CHUNK_LINE: usize = 4096;
+/// The longest chunk-size line (with its extensions) or trailer line accepted.
+pub const MAX_CHUNK_LINE: usize = 4096;
+/// The most trailer lines accepted.
+pub const MAX_TRAILERS: usize = 64;
+/// The most hex digits in a chunk-size (a u64).
+const MAX_SIZE_DIGITS: u8 = 16;
+
+/// `tchar` (RFC 9110 §5.6.2).
+pub fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `qdtext` (RFC 9110 §5.6.4).
+fn is_qdtext(b: u8) -> bool {
+    b == b'\t' || b == b' ' || b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b) || b >= 0x80
+}
+
+/// A byte of a field value (`field-content`, RFC 9110 §5.5): VCHAR, obs-text, SP, HTAB.
+fn is_field_byte(b: u8) -> bool {
+    b == b'\t' || b == b' ' || (0x21..=0x7e).contains(&b) || b >= 0x80
+}
+
+const BAD_CHUNK: Reject = reject(400, "malformed chunked body");
 
 impl ChunkedSkipper {
     /// Feeds bytes; returns how many were consumed. When [`ChunkedSkipper::done`] is true,
-    /// the rest of `data` (beyond the returned count) belongs to the next request.
+    /// the rest of `data` (beyond the returned count) belongs to the next request. An error
+    /// means the framing is invalid (or over a bound): the connection cannot continue.
     pub fn feed(&mut self, data: &[u8]) -> Result<usize, Reject> {
-        let bad = reject(400, "malformed chunked body");
         let mut i = 0;
         while i < data.len() {
-            let b = data[i];
-            match self.state {
-                ChunkState::Done => return Ok(i),
-                ChunkState::Size => match hex(b) {
-                    Some(d) => self.state = ChunkState::SizeDigits(u64::from(d)),
-                    None => return Err(bad),
-                },
-                ChunkState::SizeDigits(n) => {
-                    if let Some(d) = hex(b) {
-                        let n = n.checked_mul(16).and_then(|n| n.checked_add(u64::from(d))).ok_or(bad)?;
-                        self.state = ChunkState::SizeDigits(n);
-                    } else if b == b';' || b == b' ' || b == b'\t' || b == b'\r' {
-                        self.state = ChunkState::Ext(n);
-                    } else if b == b'\n' {
-                        self.end_size_line(n);
-                    } else {
-                        return Err(bad);
-                    }
-                }
-                ChunkState::Ext(n) => {
-                    if b == b'\n' {
-                        self.end_size_line(n);
-                    } else {
-                        self.line += 1;
-                        if self.line > MAX_CHUNK_LINE || (b < 0x20 && b != b'\t' && b != b'\r') {
-                            return Err(bad);
-                        }
-                    }
-                }
-                ChunkState::Data(left) => {
-                    let take = (data.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
-                    i += take;
-                    self.total = self.total.saturating_add(take as u64);
-                    let left = left - take as u64;
-                    self.state = if left == 0 { ChunkState::DataCr } else { ChunkState::Data(left) };
-                    continue;
-                }
-                ChunkState::DataCr => match b {
-                    b'\r' => self.state = ChunkState::DataLf,
-                    b'\n' => self.state = ChunkState::Size,
-                    _ => return Err(bad),
-                },
-                ChunkState::DataLf => match b {
-                    b'\n' => self.state = ChunkState::Size,
-                    _ => return Err(bad),
-                },
-                ChunkState::TrailerStart => match b {
-                    b'\r' => {}
-                    b'\n' => self.state = ChunkState::Done,
-                    _ => {
-                        self.line = 1;
-                        self.state = ChunkState::Trailer;
-                    }
-                },
-                ChunkState::Trailer => {
-                    if b == b'\n' {
-                        self.state = ChunkState::TrailerStart;
-                    } else {
-                        self.line += 1;
-                        if self.line > MAX_CHUNK_LINE {
-                            return Err(bad);
-                        }
-                    }
-                }
+            if let ChunkState::Data(left) = self.state {
+                let take = (data.len() - i).min(usize::try_from(left).unwrap_or(usize::MAX));
+                i += take;
+                self.consumed = self.consumed.saturating_add(take as u64);
+                let left = left - take as u64;
+                self.state = if left == 0 { ChunkState::DataCr } else { ChunkState::Data(left) };
+                continue;
             }
+            if self.state == ChunkState::Done {
+                break;
+            }
+            self.state = self.step(data[i])?;
             i += 1;
+            self.consumed = self.consumed.saturating_add(1);
         }
         Ok(i)
     }
 
-    fn end_size_line(&mut self, n: u64) {
-        self.line = 0;
-        self.state = if n == 0 { ChunkState::TrailerStart } else { ChunkState::Data(n) };
+    /// One byte of framing (anything but chunk data).
+    fn step(&mut self, b: u8) -> Result<ChunkState, Reject> {
+        use ChunkState::*;
+        let ws = b == b' ' || b == b'\t';
+        if matches!(
+            self.state,
+            Size | SizeDigits(..)
+                | ExtSemi(_)
+                | ExtName(_)
+                | ExtNameChars(_)
+                | ExtAfterName(_)
+                | ExtValue(_)
+                | ExtToken(_)
+                | ExtQuoted(_)
+                | ExtQuotedEscape(_)
+                | ExtAfterQuoted(_)
+        ) && b != b'\r'
+        {
+            self.line += 1;
+            if self.line > MAX_CHUNK_LINE {
+                return Err(reject(400, "chunk-size line too long"));
+            }
+        }
+        let next = match self.state {
+            Size => match hex(b) {
+                Some(d) => SizeDigits(u64::from(d), 1),
+                None => return Err(BAD_CHUNK),
+            },
+            SizeDigits(n, digits) => match hex(b) {
+                Some(d) if digits < MAX_SIZE_DIGITS => SizeDigits((n << 4) | u64::from(d), digits + 1),
+                Some(_) => return Err(reject(400, "chunk-size too large")),
+                None if b == b'\r' => SizeLf(n),
+                None if b == b';' => ExtName(n),
+                None if ws => ExtSemi(n),
+                None => return Err(BAD_CHUNK),
+            },
+            ExtSemi(n) => match b {
+                b';' => ExtName(n),
+                _ if ws => ExtSemi(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtName(n) => match b {
+                _ if ws => ExtName(n),
+                _ if is_tchar(b) => ExtNameChars(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtNameChars(n) => match b {
+                b'\r' => SizeLf(n),
+                b';' => ExtName(n),
+                b'=' => ExtValue(n),
+                _ if ws => ExtAfterName(n),
+                _ if is_tchar(b) => ExtNameChars(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtAfterName(n) => match b {
+                b';' => ExtName(n),
+                b'=' => ExtValue(n),
+                _ if ws => ExtAfterName(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtValue(n) => match b {
+                b'"' => ExtQuoted(n),
+                _ if ws => ExtValue(n),
+                _ if is_tchar(b) => ExtToken(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtToken(n) => match b {
+                b'\r' => SizeLf(n),
+                b';' => ExtName(n),
+                _ if ws => ExtSemi(n),
+                _ if is_tchar(b) => ExtToken(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtQuoted(n) => match b {
+                b'"' => ExtAfterQuoted(n),
+                b'\\' => ExtQuotedEscape(n),
+                _ if is_qdtext(b) => ExtQuoted(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtQuotedEscape(n) => match b {
+                _ if is_field_byte(b) => ExtQuoted(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            ExtAfterQuoted(n) => match b {
+                b'\r' => SizeLf(n),
+                b';' => ExtName(n),
+                _ if ws => ExtSemi(n),
+                _ => return Err(BAD_CHUNK),
+            },
+            SizeLf(n) => match b {
+                b'\n' => {
+                    self.line = 0;
+                    if n == 0 {
+                        TrailerStart
+                    } else {
+                        Data(n)
+                    }
+                }
+                _ => return Err(BAD_CHUNK),
+            },
+            DataCr => match b {
+                b'\r' => DataLf,
+                _ => return Err(BAD_CHUNK),
+            },
+            DataLf => match b {
+                b'\n' => Size,
+                _ => return Err(BAD_CHUNK),
+            },
+            TrailerStart => match b {
+                b'\r' => EndLf,
+                _ if is_tchar(b) => {
+                    self.trailers += 1;
+                    if self.trailers > MAX_TRAILERS {
+                        return Err(reject(431, "too many trailer fields"));
+                    }
+                    self.line = 1;
+                    TrailerName
+                }
+                // Obs-fold, an empty name, a bare LF, anything else.
+                _ => return Err(BAD_CHUNK),
+            },
+            TrailerName | TrailerValue => {
+                self.line += usize::from(b != b'\r');
+                if self.line > MAX_CHUNK_LINE {
+                    return Err(reject(431, "trailer field too long"));
+                }
+                match (self.state, b) {
+                    (TrailerName, b':') => TrailerValue,
+                    (TrailerName, _) if is_tchar(b) => TrailerName,
+                    (TrailerValue, b'\r') => TrailerLf,
+                    (TrailerValue, _) if is_field_byte(b) => TrailerValue,
+                    _ => return Err(BAD_CHUNK),
+                }
+            }
+            TrailerLf => match b {
+                b'\n' => TrailerStart,
+                _ => return Err(BAD_CHUNK),
+            },
+            EndLf => match b {
+                b'\n' => Done,
+                _ => return Err(BAD_CHUNK),
+            },
+            Data(_) | Done => self.state,
+        };
+        Ok(next)
     }
 
     /// The whole body, including the last chunk and trailers, has been consumed.
@@ -593,8 +847,8 @@ mod tests {
                 .unwrap()
                 .unwrap();
         assert_eq!(r2.range, Some(&b"bytes=0-1"[..]));
-        assert_eq!(r2.if_none_match, Some(&b"\"a\""[..]));
-        assert_eq!(r2.accept_encoding, Some(&b"br"[..]));
+        assert_eq!(r2.if_none_match.as_deref(), Some(&b"\"a\""[..]));
+        assert_eq!(r2.accept_encoding.as_deref(), Some(&b"br"[..]));
         assert!(r.keep_alive);
         assert_eq!(r.framing, Framing::None);
         assert_eq!(r.head_len, 59);
@@ -735,6 +989,27 @@ mod tests {
         assert_eq!(status(&garbage), 400);
     }
 
+    /// Feeds `body` whole and byte by byte; both must agree. `Ok(n)`: done after n bytes;
+    /// `Err(0)`: still incomplete; `Err(status)`: refused.
+    fn skip(body: &[u8]) -> Result<usize, u16> {
+        let run = |pieces: &mut dyn Iterator<Item = &[u8]>| {
+            let mut s = ChunkedSkipper::default();
+            let mut used = 0;
+            for piece in pieces {
+                used += s.feed(piece).map_err(|r| r.status)?;
+                if s.done() {
+                    assert_eq!(s.consumed, used as u64, "every byte counted");
+                    return Ok(used);
+                }
+            }
+            Err(0)
+        };
+        let whole = run(&mut std::iter::once(body));
+        let bytes = run(&mut body.chunks(1));
+        assert_eq!(whole, bytes, "{}", String::from_utf8_lossy(body));
+        whole
+    }
+
     #[test]
     fn chunked_skipper() {
         let body = b"5;ext=1\r\nhello\r\n0a\r\n0123456789\r\n0\r\nTrailer: x\r\n\r\nNEXT";
@@ -742,19 +1017,196 @@ mod tests {
         let n = s.feed(body).unwrap();
         assert!(s.done());
         assert_eq!(&body[n..], b"NEXT");
-        assert_eq!(s.total, 15);
-        // Byte by byte gives the same answer.
+        assert_eq!(s.consumed, n as u64);
+        assert_eq!(skip(body), Ok(body.len() - 4));
+        assert_eq!(skip(b"zz\r\n"), Err(400));
+        assert_eq!(skip(b"fffffffffffffffffff\r\n"), Err(400));
+        assert_eq!(skip(b"1\r\nab"), Err(400));
+    }
+
+    #[test]
+    fn chunk_extensions_by_the_grammar() {
+        for ok in [
+            &b"1;a\r\nx\r\n0\r\n\r\n"[..],
+            b"1;a=b\r\nx\r\n0\r\n\r\n",
+            b"1 ;a\r\nx\r\n0\r\n\r\n",
+            b"1\t; a = b ;c\r\nx\r\n0\r\n\r\n",
+            b"1;a=\"q \\\" ;\\\\\"\r\nx\r\n0\r\n\r\n",
+            b"1;a=\"\";b\r\nx\r\n0\r\n\r\n",
+            b"000;last\r\n\r\n",
+            b"0000000000000001\r\nx\r\n0\r\n\r\n",
+            b"0\r\nA: b\r\nC:\r\nD:  e f \r\n\r\n",
+        ] {
+            assert_eq!(skip(ok), Ok(ok.len()), "{}", String::from_utf8_lossy(ok));
+        }
+        for bad in [
+            // Chunk-size: not hex, signed, prefixed, too many digits, empty.
+            &b"zz\r\n"[..],
+            b"-1\r\nx\r\n0\r\n\r\n",
+            b"+1\r\nx\r\n0\r\n\r\n",
+            b"0x5\r\nhello\r\n0\r\n\r\n",
+            b"00000000000000001\r\nx\r\n0\r\n\r\n",
+            b"\r\n",
+            b";a\r\n",
+            b" 1\r\nx\r\n0\r\n\r\n",
+            // Extensions off the grammar.
+            b"1;\r\nx\r\n0\r\n\r\n",
+            b"1;=b\r\nx\r\n0\r\n\r\n",
+            b"1;a=\r\nx\r\n0\r\n\r\n",
+            b"1;a=b c\r\nx\r\n0\r\n\r\n",
+            b"1 \r\nx\r\n0\r\n\r\n",
+            b"1;a \r\nx\r\n0\r\n\r\n",
+            b"1;a=b \r\nx\r\n0\r\n\r\n",
+            b"1 x\r\nx\r\n0\r\n\r\n",
+            b"1;a=\"unterminated\r\nx\r\n0\r\n\r\n",
+            b"1;a=\"q\"b\r\nx\r\n0\r\n\r\n",
+            b"1;a@b\r\nx\r\n0\r\n\r\n",
+            b"1;a=\x01\r\nx\r\n0\r\n\r\n",
+            // Bare CR and bare LF, in every line of the framing.
+            b"1\rx\r\n0\r\n\r\n",
+            b"1;a\rb\r\nx\r\n0\r\n\r\n",
+            b"1;a=\"\r\"\r\nx\r\n0\r\n\r\n",
+            b"1\nx\r\n0\r\n\r\n",
+            b"1;a\nx\r\n0\r\n\r\n",
+            b"1\r\nx\n0\r\n\r\n",
+            b"1\r\nx\r0\r\n\r\n",
+            b"1\r\nxy\r\n0\r\n\r\n",
+            b"0\n\r\n",
+            b"0\r\n\n",
+            b"0\r\n\r\r\n",
+            b"0\r\nA: b\n\r\n",
+            b"0\r\nA: b\rc\r\n\r\n",
+            // Trailers off the grammar: obs-fold, no name, no colon, space before the colon, NUL.
+            b"0\r\nA: b\r\n c\r\n\r\n",
+            b"0\r\n: b\r\n\r\n",
+            b"0\r\nA\r\n\r\n",
+            b"0\r\nA : b\r\n\r\n",
+            b"0\r\nA: \x00\r\n\r\n",
+        ] {
+            assert!(matches!(skip(bad), Err(s) if s >= 400), "{} gives {:?}", String::from_utf8_lossy(bad), skip(bad));
+        }
+        // Incomplete is not an error.
+        assert_eq!(skip(b"1;a=\"x"), Err(0));
+        assert_eq!(skip(b"0\r\nA: b\r"), Err(0));
+    }
+
+    #[test]
+    fn chunked_lines_and_trailers_are_bounded() {
+        let mut long = b"1;a=".to_vec();
+        long.extend(std::iter::repeat_n(b'x', MAX_CHUNK_LINE));
+        assert_eq!(skip(&long), Err(400), "a chunk-size line past the bound");
+        let mut fits = b"1;a=".to_vec();
+        fits.extend(std::iter::repeat_n(b'x', MAX_CHUNK_LINE - 4));
+        fits.extend_from_slice(b"\r\nx\r\n0\r\n\r\n");
+        assert_eq!(skip(&fits), Ok(fits.len()));
+
+        let mut trailer = b"0\r\nA: ".to_vec();
+        trailer.extend(std::iter::repeat_n(b'x', MAX_CHUNK_LINE));
+        assert_eq!(skip(&trailer), Err(431), "a trailer line past the bound");
+        let mut many = b"0\r\n".to_vec();
+        for _ in 0..MAX_TRAILERS {
+            many.extend_from_slice(b"A: b\r\n");
+        }
+        let mut one_more = many.clone();
+        many.extend_from_slice(b"\r\n");
+        assert_eq!(skip(&many), Ok(many.len()));
+        one_more.extend_from_slice(b"A: b\r\n\r\n");
+        assert_eq!(skip(&one_more), Err(431), "one trailer line too many");
+
+        // Every byte counts toward the discard limit, not only chunk data.
         let mut s = ChunkedSkipper::default();
-        let mut used = 0;
-        for i in 0..body.len() {
-            used += s.feed(&body[i..=i]).unwrap();
-            if s.done() {
-                break;
+        s.feed(b"0\r\nA: bbbb\r\n").unwrap();
+        assert_eq!(s.consumed, 12);
+        let mut s = ChunkedSkipper::default();
+        s.feed(b"3;name=value\r\nabc\r\n").unwrap();
+        assert_eq!(s.consumed, 19);
+    }
+
+    #[test]
+    fn malformed_request_lines_are_400_not_505() {
+        assert_eq!(status(b"X GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 400, "an extra word before the method");
+        assert_eq!(status(b"GET /  HTTP/1.1\r\nHost: x\r\n\r\n"), 400, "two spaces before the version");
+        assert_eq!(status(b"GET / x HTTP/1.1\r\nHost: x\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.1 \r\nHost: x\r\n\r\n"), 400);
+        assert_eq!(status(b"X GET / HTTP/2.0\r\nHost: x\r\n\r\n"), 400);
+        assert_eq!(status(b"GET / HTTP/1.10\r\nHost: x\r\n\r\n"), 400);
+        // Well-formed with a version we don't speak: 505, after empty lines too.
+        assert_eq!(status(b"\r\nGET / HTTP/2.0\r\nHost: x\r\n\r\n"), 505);
+        assert_eq!(status(b"GET / HTTP/9.9\r\n\r\n"), 505);
+    }
+
+    #[test]
+    fn request_target_forms() {
+        // authority-form: only for CONNECT, and CONNECT only with it.
+        assert_eq!(status(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"), 200);
+        assert_eq!(status(b"CONNECT [::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+        for bad in [
+            &b"CONNECT example.com HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            b"CONNECT example.com: HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"CONNECT :443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"CONNECT / HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"CONNECT * HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"CONNECT http://example.com:443/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"CONNECT a@example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"OPTIONS example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n",
+            // asterisk-form: only for OPTIONS, and only alone.
+            b"GET * HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"HEAD * HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"OPTIONS *x HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"OPTIONS */ HTTP/1.1\r\nHost: x\r\n\r\n",
+            // No fragment, in any form.
+            b"GET /a#b HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET /a?q#b HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET http://x/a#b HTTP/1.1\r\nHost: x\r\n\r\n",
+            // absolute-form: http or https, and an authority.
+            b"GET ftp://x/a HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET http:/x HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET //x/a HTTP/1.1\r\nHost: x\r\n\r\n",
+        ] {
+            let got = status(bad);
+            // `//x/a` is an origin-form path with an empty first segment: valid here.
+            if bad.starts_with(b"GET //") {
+                assert_eq!(got, 200);
+            } else {
+                assert_eq!(got, 400, "{}", String::from_utf8_lossy(bad));
             }
         }
-        assert_eq!(used, body.len() - 4);
-        assert!(ChunkedSkipper::default().feed(b"zz\r\n").is_err());
-        assert!(ChunkedSkipper::default().feed(b"fffffffffffffffffff\r\n").is_err());
-        assert!(ChunkedSkipper::default().feed(b"1\r\nab").is_err());
+        assert_eq!(status(b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+        let r = p(b"OPTIONS http://h HTTP/1.1\r\nHost: x\r\n\r\n").unwrap().unwrap();
+        assert_eq!((r.path, r.host), ("/", Some(&b"h"[..])));
+    }
+
+    #[test]
+    fn repeated_fields_combine_by_their_definition() {
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"a\"\r\nif-none-match: \"b\", \"c\"\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.if_none_match.as_deref(), Some(&b"\"a\", \"b\", \"c\""[..]), "list lines join");
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nIf-Match: \"a\"\r\nIf-Match: \"b\"\r\n\r\n").unwrap().unwrap();
+        assert_eq!(r.if_match.as_deref(), Some(&b"\"a\", \"b\""[..]));
+        let r =
+            p(b"GET / HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br\r\nAccept-Encoding: gzip\r\n\r\n").unwrap().unwrap();
+        assert_eq!(r.accept_encoding.as_deref(), Some(&b"br, gzip"[..]));
+        // One line is borrowed, not copied.
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nIf-Match: \"a\"\r\n\r\n").unwrap().unwrap();
+        assert!(matches!(r.if_match, Some(Cow::Borrowed(b"\"a\""))));
+
+        let d = "Sun, 06 Nov 1994 08:49:37 GMT";
+        let two = |name: &str| format!("GET / HTTP/1.1\r\nHost: x\r\n{name}: {d}\r\n{name}: {d}\r\n\r\n");
+        let r = p(two("If-Modified-Since").as_bytes()).unwrap().unwrap();
+        assert_eq!(r.if_modified_since, None, "a date on two lines is ignored");
+        let r = p(two("If-Unmodified-Since").as_bytes()).unwrap().unwrap();
+        assert_eq!(r.if_unmodified_since, None);
+        let r = p(two("If-Range").as_bytes()).unwrap().unwrap();
+        assert_eq!(r.if_range, Some(&b""[..]), "an If-Range on two lines never matches");
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\nRange: bytes=2-3\r\n\r\n").unwrap().unwrap();
+        assert_eq!(r.range, None, "a Range on two lines is ignored");
+        let r = p(b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YTpi\r\nAuthorization: Basic YzpkAA==\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.authorization, Some(&b""[..]), "two sets of credentials are none");
+        let r = p(format!("GET / HTTP/1.1\r\nHost: x\r\nIf-Modified-Since: {d}\r\n\r\n").as_bytes()).unwrap().unwrap();
+        assert_eq!(r.if_modified_since, Some(d.as_bytes()));
     }
 }
