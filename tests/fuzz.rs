@@ -21,7 +21,15 @@
 //! Deterministic by default (fixed seed, 10,000 cases); `PROPTEST_CASES` and
 //! `PROPTEST_RNG_SEED` override. Every seed is also run directly through the parser and
 //! through a real server.
+//!
+//! The parser and `normalize` invariants live in `fuzz/checks.rs`, shared with the
+//! coverage-guided `cargo fuzz` targets (`fuzz/README.md`), which also check the chunked body
+//! decoder, the Range parser and the precondition evaluator. The corpus those targets grew is
+//! committed (`fuzz/corpus/<target>/`) and replayed here through the same checks.
 
+/// The invariants, shared with the `cargo fuzz` targets in `fuzz/`.
+#[path = "../fuzz/checks.rs"]
+mod checks;
 mod common;
 
 use std::cell::Cell;
@@ -30,26 +38,24 @@ use std::io::{ErrorKind, Read};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::symlink;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferrohttpd::fs::resolve::{self, DocRoot, DotfilePolicy, ResolveError, ResolveOptions, Resolved, SymlinkPolicy};
-use ferrohttpd::http::request::{self, Framing, Limits, Method};
+use ferrohttpd::http::request::Limits;
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use tempfile::TempDir;
 
+use checks::{check_parse, check_parse_deep, model_normalize, Parsed, DEFAULT_LIMITS, SMALL_LIMITS};
 use common::*;
 
 const DEFAULT_CASES: u32 = 10_000;
 /// "ferrohtt": the fixed seed that makes a plain `cargo test` reproducible.
 const DEFAULT_SEED: u64 = 0x6665_7272_6f68_7474;
-
-const DEFAULT_LIMITS: Limits = Limits { max_header_bytes: 16384, max_uri_bytes: 8192, max_headers: 100 };
-const SMALL_LIMITS: Limits = Limits { max_header_bytes: 256, max_uri_bytes: 64, max_headers: 4 };
 
 /// 10,000 cases from a fixed seed unless `PROPTEST_CASES` / `PROPTEST_RNG_SEED` say otherwise.
 fn runner() -> TestRunner {
@@ -85,130 +91,6 @@ fn load_seeds() -> Vec<(String, Vec<u8>)> {
 // ---------------------------------------------------------------------------------------------
 // Parser invariants
 // ---------------------------------------------------------------------------------------------
-
-fn method_token(m: Method) -> &'static str {
-    match m {
-        Method::Get => "GET",
-        Method::Head => "HEAD",
-        Method::Options => "OPTIONS",
-        Method::Post => "POST",
-        Method::Put => "PUT",
-        Method::Delete => "DELETE",
-        Method::Patch => "PATCH",
-        Method::Trace => "TRACE",
-        Method::Connect => "CONNECT",
-    }
-}
-
-/// What `parse` made of an input.
-#[derive(Debug, PartialEq)]
-enum Parsed {
-    Incomplete,
-    Rejected(u16),
-    /// head_len and the path of the target.
-    Request(usize, String),
-}
-
-/// Parses `input` and checks the invariants of the result.
-fn check_parse(input: &[u8], limits: &Limits) -> Result<Parsed, String> {
-    let mut buf = input.to_vec();
-    let res = request::parse(&mut buf, limits);
-    let req = match res {
-        Ok(None) => return Ok(Parsed::Incomplete),
-        Err(rej) => {
-            if !(400..=599).contains(&rej.status) || rej.why.is_empty() {
-                return Err(format!("rejection {rej:?} is not a 4xx/5xx with a reason"));
-            }
-            return Ok(Parsed::Rejected(rej.status));
-        }
-        Ok(Some(req)) => req,
-    };
-    let h = req.head_len;
-    let fail =
-        |what: String| -> Result<Parsed, String> { Err(format!("{what} (head_len {h}, input {} bytes)", input.len())) };
-    if h == 0 || h > input.len() {
-        return fail("head_len outside the input".into());
-    }
-    if h > limits.max_header_bytes {
-        return fail(format!("a head of {h} bytes accepted with max_header_bytes {}", limits.max_header_bytes));
-    }
-    if !input[..h].ends_with(b"\n") {
-        return fail("the head does not end with a newline".into());
-    }
-    if req.target.len() > limits.max_uri_bytes {
-        return fail(format!(
-            "a target of {} bytes accepted with max_uri_bytes {}",
-            req.target.len(),
-            limits.max_uri_bytes
-        ));
-    }
-    if req.method_str != method_token(req.method) {
-        return fail(format!("method token {:?} parsed as {:?}", req.method_str, req.method));
-    }
-    if req.minor > 1 {
-        return fail(format!("HTTP/1.{} accepted", req.minor));
-    }
-    match req.host {
-        None if req.minor >= 1 => return fail("an HTTP/1.1 request accepted without a Host".into()),
-        Some(host) if !request::valid_host(host) => return fail(format!("invalid host {} accepted", show(host))),
-        _ => {}
-    }
-    if req.framing == Framing::Chunked && req.minor == 0 {
-        return fail("chunked framing accepted on HTTP/1.0".into());
-    }
-    let path_ok = req.path.starts_with('/')
-        || (req.path == "*" && req.method == Method::Options)
-        || req.method == Method::Connect;
-    if !path_ok {
-        return fail(format!("path {:?} is neither origin-form, `OPTIONS *` nor CONNECT", req.path));
-    }
-    if !req.target.contains(req.path) && req.path != "/" {
-        return fail(format!("path {:?} is not part of the target {:?}", req.path, req.target));
-    }
-    if req.query.is_some() && !req.target.contains('?') {
-        return fail(format!("a query without a `?` in the target {:?}", req.target));
-    }
-    if req.path.contains('?') && req.method != Method::Connect {
-        return fail(format!("path {:?} still holds the query", req.path));
-    }
-    let path = req.path.to_string();
-    Ok(Parsed::Request(h, path))
-}
-
-/// `check_parse`, plus: an accepted head parses the same on its own, and every strict prefix of
-/// it asks for more bytes.
-fn check_parse_deep(input: &[u8], limits: &Limits) -> Result<Parsed, String> {
-    let parsed = check_parse(input, limits)?;
-    if let Parsed::Request(h, _) = &parsed {
-        let h = *h;
-        match check_parse(&input[..h], limits)? {
-            Parsed::Request(h2, _) if h2 == h => {}
-            other => return Err(format!("the head alone ({h} bytes) parses as {other:?}")),
-        }
-        let mut cuts: Vec<usize> = vec![1, h / 4, h / 2, h - 1, h.saturating_sub(2), h.saturating_sub(3)];
-        // Every cut around the end of the request line, where the version is.
-        if let Some(nl) = input[..h].iter().position(|&b| b == b'\n') {
-            cuts.extend(nl.saturating_sub(10)..=nl);
-        }
-        cuts.retain(|&k| k > 0 && k < h);
-        cuts.sort_unstable();
-        cuts.dedup();
-        for k in cuts {
-            match check_parse(&input[..k], limits)? {
-                Parsed::Incomplete => {}
-                other => {
-                    return Err(format!(
-                        "the request \"{}\" is accepted whole, but its first {k} bytes \"{}\" give {other:?} \
-                         instead of asking for more (a request split across two reads would be refused)",
-                        show(&input[..h]),
-                        show(&input[..k])
-                    ))
-                }
-            }
-        }
-    }
-    Ok(parsed)
-}
 
 // ---------------------------------------------------------------------------------------------
 // Input strategies
@@ -558,56 +440,6 @@ fn limits_strategy() -> BoxedStrategy<Limits> {
 // Path resolution: reference model and a temp tree
 // ---------------------------------------------------------------------------------------------
 
-/// The documented rules of `normalize`, written out plainly: decode once (a malformed escape,
-/// a control byte, DEL, a backslash or invalid UTF-8 is refused), then remove dot segments
-/// (empty and `.` segments go, `..` pops and may not climb above the root); a trailing slash
-/// stays when the last segment was empty, `.` or `..`.
-fn model_normalize(raw: &[u8]) -> Option<String> {
-    if raw.first() != Some(&b'/') {
-        return None;
-    }
-    let mut dec = Vec::new();
-    let mut i = 0;
-    while i < raw.len() {
-        let b = if raw[i] == b'%' {
-            let hex = raw.get(i + 1..i + 3)?;
-            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                return None;
-            }
-            i += 3;
-            u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?
-        } else {
-            i += 1;
-            raw[i - 1]
-        };
-        if b < 0x20 || b == 0x7f || b == b'\\' {
-            return None;
-        }
-        dec.push(b);
-    }
-    let s = String::from_utf8(dec).ok()?;
-    let mut stack: Vec<&str> = Vec::new();
-    let mut trailing = false;
-    for seg in s[1..].split('/') {
-        match seg {
-            "" | "." => trailing = true,
-            ".." => {
-                stack.pop()?;
-                trailing = true;
-            }
-            _ => {
-                stack.push(seg);
-                trailing = false;
-            }
-        }
-    }
-    let mut out = format!("/{}", stack.join("/"));
-    if trailing && !stack.is_empty() {
-        out.push('/');
-    }
-    Some(out)
-}
-
 const OUTSIDE_MARKER: &[u8] = b"OUTSIDE-THE-ROOT";
 
 struct Tree {
@@ -864,42 +696,10 @@ const POLICIES: [(SymlinkPolicy, DotfilePolicy); 6] = [
 /// Normalizes `raw`, compares with the model, checks the output, and resolves it (and the raw
 /// form, which `resolve` must refuse or handle safely) under every policy.
 fn check_path(tree: &Tree, raw: &[u8], index: &[String]) -> Result<(), String> {
-    let mut out = String::from("leftover");
+    checks::check_normalize(raw)?;
+    let mut out = String::new();
     let res = resolve::normalize(raw, &mut out);
-    let model = model_normalize(raw);
-    match (&res, &model) {
-        (Ok(()), Some(m)) if out == *m => {}
-        (Err(ResolveError::BadRequest), None) if out.is_empty() => {}
-        _ => {
-            return Err(format!(
-                "normalize(\"{}\") = {res:?} with output {out:?}; the documented rules give {model:?}",
-                show(raw)
-            ))
-        }
-    }
     if res.is_ok() {
-        if !out.starts_with('/')
-            || out.contains("//")
-            || out.contains('\\')
-            || out.bytes().any(|b| b < 0x20 || b == 0x7f)
-        {
-            return Err(format!("normalize(\"{}\") gave {out:?}", show(raw)));
-        }
-        let segs: Vec<&str> = out[1..].split('/').collect();
-        if segs.iter().any(|s| *s == "." || *s == "..") {
-            return Err(format!("normalize(\"{}\") left a dot segment: {out:?}", show(raw)));
-        }
-        let joined = Path::new("/srv/root").join(&out[1..]);
-        if !joined.starts_with("/srv/root") || joined.components().any(|c| matches!(c, Component::ParentDir)) {
-            return Err(format!("normalize(\"{}\") = {out:?} climbs out of a root", show(raw)));
-        }
-        if !out.contains('%') {
-            let mut again = String::new();
-            match resolve::normalize(out.as_bytes(), &mut again) {
-                Ok(()) if again == out => {}
-                other => return Err(format!("normalize is not idempotent on {out:?}: {other:?} {again:?}")),
-            }
-        }
         for (s, d) in POLICIES {
             check_resolve(tree, &out, s, d, index)?;
         }
@@ -1129,5 +929,37 @@ fn every_seed_gets_a_valid_answer_or_a_close_from_a_real_server() {
     eprintln!("seed answers:\n  {}", summary.join("\n  "));
     let r = srv.get("/file.txt");
     f.check("the server still serves afterwards", if r.status == 200 { Ok(()) } else { Err(r.describe()) });
+    f.finish();
+}
+
+/// The corpus the `cargo fuzz` targets grew (`fuzz/corpus/<target>/`, minimized and committed):
+/// every file goes through the same invariants as in the fuzzer, so a regression that one of
+/// them once exercised fails here, in `cargo test`, without a nightly toolchain.
+#[test]
+fn fuzz_corpus_replays_clean() {
+    type Check = fn(&[u8]) -> Result<(), String>;
+    let targets: [(&str, Check); 5] = [
+        ("head", checks::check_head),
+        ("chunked", checks::check_chunked),
+        ("range", checks::check_range),
+        ("conditional", checks::check_conditional),
+        ("normalize", checks::check_normalize),
+    ];
+    let mut f = Failures::new();
+    for (target, check) in targets {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+        let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "{}: {} files; the committed corpus is missing", dir.display(), files.len());
+        for file in &files {
+            let data = fs::read(file).unwrap();
+            let name = format!("{target}/{}", file.file_name().unwrap().to_string_lossy());
+            f.check(&name, check(&data));
+        }
+        eprintln!("fuzz corpus: {target}: {} files", files.len());
+    }
     f.finish();
 }
