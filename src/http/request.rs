@@ -544,11 +544,13 @@ fn version_error(buf: &[u8]) -> Reject {
 /// ```
 ///
 /// Every line ends with CRLF: a bare CR anywhere is an error (RFC 9112 §2.2), and so is a bare
-/// LF. §2.2 lets a recipient take a bare LF as the end of a start-line or a field line, but
-/// that leniency is not extended to chunk framing here: a front end that ends chunk lines
-/// differently would see a different body, and a request hidden in it (the desync behind
-/// chunked request smuggling). No client that matters sends bare LFs in chunked bodies, and
-/// a body that is only thrown away gains nothing from leniency.
+/// LF. §2.2 lets a recipient take a bare LF as the end of a start-line or a field line, not of
+/// a chunk line; RFC erratum 7633, which asked to extend it to chunks, was rejected because
+/// "a chunked parser ... is supposed to be less forgiving", bare LF around chunk sizes being
+/// invalid. Trailer lines get the same strictness as chunk lines. A front end that ends chunk
+/// lines differently would see a different body, and a request hidden in it (the desync
+/// behind chunked request smuggling); a body that is only thrown away gains nothing from
+/// leniency.
 ///
 /// Bounds: a chunk-size has at most 16 hex digits, a chunk-size line (with its extensions)
 /// and a trailer line at most [`MAX_CHUNK_LINE`] bytes, the trailer section at most
