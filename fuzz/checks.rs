@@ -386,10 +386,12 @@ pub fn model_chunked(d: &[u8]) -> ChunkModel {
         let Some(end) = usize::try_from(size).ok().and_then(|s| pos.checked_add(s)) else {
             return ChunkModel::Incomplete;
         };
-        match d.get(end..end.saturating_add(2)) {
-            _ if end > d.len() => return ChunkModel::Incomplete,
-            Some(b"\r\n") => pos = end + 2,
-            Some([b'\r']) | Some([]) => return ChunkModel::Incomplete,
+        if end > d.len() {
+            return ChunkModel::Incomplete;
+        }
+        match &d[end..end.saturating_add(2).min(d.len())] {
+            b"\r\n" => pos = end + 2,
+            b"\r" | b"" => return ChunkModel::Incomplete,
             _ => return ChunkModel::Invalid,
         }
     }
