@@ -27,4 +27,6 @@ pub mod server;
 pub mod status;
 pub mod sys;
 pub mod thttpd;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod workers;

@@ -62,6 +62,32 @@ pub struct VirtualHost {
     /// Lowercase host name, without port.
     pub host: String,
     pub root: PathBuf,
+    /// This host's certificate chain and key for HTTPS (SNI picks it), if it has its own.
+    pub tls: Option<CertFiles>,
+}
+
+/// A certificate chain (PEM, leaf first) and its private key (PEM: PKCS#8, SEC1 or RSA).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// `[tls]`: the HTTPS listeners and the default certificate (see `crate::tls`).
+#[derive(Clone, Debug)]
+pub struct TlsSettings {
+    /// Addresses that speak TLS; empty: no HTTPS.
+    pub listen: Vec<SocketAddr>,
+    /// The certificate for clients without SNI, or naming no `[[vhost]]` with its own.
+    pub default: Option<CertFiles>,
+    /// A TLS handshake must be complete within this time of the connection's first bytes.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for TlsSettings {
+    fn default() -> TlsSettings {
+        TlsSettings { listen: Vec::new(), default: None, handshake_timeout: Duration::from_secs(10) }
+    }
 }
 
 /// thttpd compatibility settings (see `THTTPD.md`); all off in a plain ferrohttpd setup.
@@ -178,6 +204,8 @@ pub struct Config {
     pub health_path: Option<String>,
     /// Whether health checks go to the access log.
     pub health_log: bool,
+    /// HTTPS (`[tls]`).
+    pub tls: TlsSettings,
 }
 
 impl Default for Config {
@@ -244,6 +272,7 @@ impl Default for Config {
             routing: crate::route::Settings::default(),
             health_path: None,
             health_log: true,
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -301,6 +330,18 @@ impl Config {
     pub fn check(&self) -> Result<(), ConfigError> {
         if self.listen.is_empty() {
             return Err(ConfigError("server.listen: at least one address is needed".into()));
+        }
+        if !self.tls.listen.is_empty() {
+            if !cfg!(feature = "tls") {
+                return Err(ConfigError(
+                    "tls.listen: this ferrohttpd was built without TLS (cargo feature `tls`)".into(),
+                ));
+            }
+            if self.tls.default.is_none() {
+                return Err(ConfigError(
+                    "tls.cert and tls.key: a default certificate is needed when tls.listen is set".into(),
+                ));
+            }
         }
         if self.max_uri_bytes >= self.max_header_bytes {
             return Err(ConfigError(format!(

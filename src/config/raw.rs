@@ -33,6 +33,7 @@ struct Raw {
     health: Option<RawHealth>,
     redirect: Option<Vec<RawRule>>,
     rewrite: Option<Vec<RawRule>>,
+    tls: Option<RawTls>,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +66,15 @@ struct RawRule {
     status: S<i64>,
     query: S<crate::route::QueryMode>,
     host: S<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    listen: S<Vec<String>>,
+    cert: S<String>,
+    key: S<String>,
+    handshake_timeout: S<RawDuration>,
 }
 
 #[derive(Deserialize)]
@@ -135,6 +145,8 @@ struct RawHeaderRule {
 struct RawVhost {
     host: Spanned<String>,
     root: Spanned<String>,
+    cert: S<String>,
+    key: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -355,6 +367,24 @@ impl Ctx<'_> {
             origin: format!("[[{table}]] line {line}"),
         };
         Ok(crate::route::ScopedRule { host, rule })
+    }
+
+    /// A `cert`/`key` pair of `table` (`tls` or `vhost`): both or neither, paths relative
+    /// to the config file.
+    fn cert_files(
+        &self,
+        table: &str,
+        cert: &S<String>,
+        key: &S<String>,
+        at: std::ops::Range<usize>,
+    ) -> Result<Option<crate::config::CertFiles>, ConfigError> {
+        let given = |v: &S<String>| v.as_ref().filter(|v| !v.get_ref().is_empty()).map(|v| self.base.join(v.get_ref()));
+        match (given(cert), given(key)) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key)) => Ok(Some(crate::config::CertFiles { cert, key })),
+            (Some(_), None) => self.err(&format!("{table}.key"), at, "is needed with a certificate"),
+            (None, Some(_)) => self.err(&format!("{table}.cert"), at, "is needed with a key"),
+        }
     }
 
     fn log_target(&self, key: &str, v: &Spanned<String>, allow_off: bool) -> Result<LogTarget, ConfigError> {
@@ -731,9 +761,28 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             if v.root.get_ref().is_empty() {
                 return cx.err("vhost.root", v.root.span(), "must not be empty");
             }
-            out.push(crate::config::VirtualHost { host, root: base.join(v.root.get_ref()) });
+            let tls = cx.cert_files("vhost", &v.cert, &v.key, v.host.span())?;
+            out.push(crate::config::VirtualHost { host, root: base.join(v.root.get_ref()), tls });
         }
         cfg.vhosts = out;
+    }
+
+    if let Some(t) = raw.tls {
+        if let Some(v) = t.listen {
+            let mut all = Vec::new();
+            for a in v.get_ref() {
+                match parse_listen(a) {
+                    Ok(mut addrs) => all.append(&mut addrs),
+                    Err(e) => return cx.err("tls.listen", v.span(), e),
+                }
+            }
+            cfg.tls.listen = all;
+        }
+        let at = t.cert.as_ref().or(t.key.as_ref()).map_or(0..0, |v| v.span());
+        cfg.tls.default = cx.cert_files("tls", &t.cert, &t.key, at)?;
+        if let Some(v) = t.handshake_timeout {
+            cfg.tls.handshake_timeout = cx.duration("tls.handshake_timeout", &v, 3600)?;
+        }
     }
 
     if let Some(rules) = raw.throttle {
@@ -1007,5 +1056,45 @@ mod tests {
         assert_eq!(c.routing.clean_url_extensions, d.routing.clean_url_extensions);
         assert_eq!(c.routing.trailing_slash, d.routing.trailing_slash);
         assert_eq!(c.routing.fallback_status, d.routing.fallback_status);
+    }
+
+    #[test]
+    fn tls_section_and_vhost_certificates() {
+        let c = load(
+            "[tls]\nlisten = [\"127.0.0.1:8443\", \"[::1]:8443\"]\ncert = \"tls/a.crt\"\nkey = \"/k/a.key\"\n\
+             handshake_timeout = \"3s\"\n[[vhost]]\nhost = \"b.example\"\nroot = \"b\"\ncert = \"b.crt\"\nkey = \"b.key\"\n\
+             [[vhost]]\nhost = \"c.example\"\nroot = \"c\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.tls.listen.len(), 2);
+        let d = c.tls.default.as_ref().unwrap();
+        assert_eq!(d.cert, Path::new("/etc/tls/a.crt"));
+        assert_eq!(d.key, Path::new("/k/a.key"));
+        assert_eq!(c.tls.handshake_timeout, Duration::from_secs(3));
+        let b = c.vhosts[0].tls.as_ref().unwrap();
+        assert_eq!((b.cert.as_path(), b.key.as_path()), (Path::new("/etc/b.crt"), Path::new("/etc/b.key")));
+        assert!(c.vhosts[1].tls.is_none());
+
+        let d = Config::default();
+        assert!(d.tls.listen.is_empty() && d.tls.default.is_none());
+        assert_eq!(d.tls.handshake_timeout, Duration::from_secs(10));
+        assert!(load("[tls]\n").unwrap().tls.listen.is_empty());
+    }
+
+    #[test]
+    fn tls_errors_name_the_key() {
+        let err = |s: &str| load(s).err().map(|e| e.0).unwrap_or_default();
+        assert!(
+            err("[tls]\nlisten = [\"127.0.0.1:8443\"]\n").contains("tls.cert and tls.key"),
+            "{}",
+            err("[tls]\nlisten = [\"127.0.0.1:8443\"]\n")
+        );
+        assert!(err("[tls]\ncert = \"a\"\n").starts_with("line 2: tls.key:"));
+        assert!(err("[tls]\nkey = \"a\"\n").starts_with("line 2: tls.cert:"));
+        assert!(err("[tls]\nlisten = [\"nowhere\"]\n").starts_with("line 2: tls.listen:"));
+        assert!(err("[tls]\nhandshake_timeout = 0\n").starts_with("line 2: tls.handshake_timeout:"));
+        assert!(err("[tls]\nhandshake_timeout = \"2h\"\n").contains("tls.handshake_timeout"));
+        assert!(err("[tls]\nsession_cache = 1\n").contains("unknown field"));
+        assert!(err("[[vhost]]\nhost = \"a\"\nroot = \"a\"\ncert = \"a.crt\"\n").contains("vhost.key"));
     }
 }

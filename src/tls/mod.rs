@@ -1,0 +1,88 @@
+//! HTTPS with rustls: the server's TLS configuration, certificates, SNI, and the per-connection
+//! TLS state (the transport of a connection accepted on a `[tls] listen` address).
+//!
+//! * [`certs`] loads PEM chains and keys (errors name the file; an expired leaf warns).
+//! * [`sni`] picks the certificate from the SNI name: the `[[vhost]]`'s own, else the default.
+//! * [`server_config`] builds the one `rustls::ServerConfig` every TLS connection shares:
+//!   TLS 1.3 and 1.2 only, the provider's default suites (AEAD with forward secrecy only:
+//!   AES-GCM and ChaCha20-Poly1305), ALPN `http/1.1`, no client authentication. rustls has
+//!   no renegotiation and no compression. Built again on reload: connections in flight keep
+//!   the configuration (and certificate) they started with.
+//! * [`TlsState`] is what a TLS connection carries (boxed, so a plain connection stays
+//!   small): the rustls connection, whose outgoing buffer is bounded by [`OUT_LIMIT`].
+//!
+//! The reading and writing through it is in `conn` (`conn/tls_io.rs`), beside the plain
+//! transport it mirrors.
+
+pub mod certs;
+pub mod sni;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rustls::crypto::CryptoProvider;
+use rustls::ServerConfig;
+
+use crate::config::Config;
+
+/// Most TLS bytes a connection keeps encrypted and unsent: a slow reader costs its socket
+/// buffer plus this, as a plain one costs its socket buffer. Also the batch encrypted
+/// before a flush.
+pub const OUT_LIMIT: usize = 64 * 1024;
+
+/// The crypto provider (chosen by measurement: see ARCHITECTURE.md, "TLS").
+pub fn provider() -> CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
+
+/// The configuration TLS connections share, and the warnings to give about it.
+pub type Built = (Arc<ServerConfig>, Vec<String>);
+
+/// The shared server configuration, and the warnings to give about it (expired
+/// certificates). `Ok(None)` when no TLS listener is configured.
+pub fn server_config(cfg: &Config) -> Result<Option<Built>, String> {
+    if cfg.tls.listen.is_empty() {
+        return Ok(None);
+    }
+    let Some(default) = &cfg.tls.default else {
+        return Err("tls.cert and tls.key: a default certificate is needed when tls.listen is set".into());
+    };
+    let provider = provider();
+    let now = SystemTime::now();
+    let mut warnings = Vec::new();
+    let mut load = |files| -> Result<_, String> {
+        let l = certs::load(files, &provider, now)?;
+        warnings.extend(l.warning);
+        Ok(l.key)
+    };
+    let default = load(default)?;
+    let mut by_name = Vec::new();
+    for v in &cfg.vhosts {
+        if let Some(files) = &v.tls {
+            by_name.push((v.host.clone(), load(files)?));
+        }
+    }
+    let resolver = sni::SniResolver::new(default, by_name);
+    let mut sc = ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("tls: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(resolver));
+    sc.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some((Arc::new(sc), warnings)))
+}
+
+/// A TLS connection's state.
+pub struct TlsState {
+    pub conn: rustls::ServerConnection,
+    /// The handshake is done (the header deadline then replaces the handshake deadline).
+    pub established: bool,
+}
+
+impl TlsState {
+    pub fn new(config: &Arc<ServerConfig>) -> Result<Box<TlsState>, rustls::Error> {
+        let mut conn = rustls::ServerConnection::new(Arc::clone(config))?;
+        conn.set_buffer_limit(Some(OUT_LIMIT));
+        Ok(Box::new(TlsState { conn, established: false }))
+    }
+}
