@@ -135,6 +135,12 @@ fn check(launch: Launch) -> ExitCode {
         Ok(root) => root,
         Err(e) => return r.fail(e),
     };
+    #[cfg(feature = "tls")]
+    match ferrohttpd::tls::server_config(&cfg) {
+        Ok(Some((_, tls_warnings))) => tls_warnings.iter().for_each(|w| r.warn(w)),
+        Ok(None) => {}
+        Err(e) => return r.fail(e),
+    }
     if let Some(dd) = cfg.thttpd.data_dir.as_ref().filter(|_| cfg.thttpd.chroot) {
         let inside = root.join(dd.strip_prefix("/").unwrap_or(dd));
         if !inside.is_dir() {
@@ -157,7 +163,8 @@ fn check(launch: Launch) -> ExitCode {
         }
     }
     let src = cfg.source.as_ref().map_or("built-in defaults".to_string(), |p| p.display().to_string());
-    let listen: Vec<String> = cfg.listen.iter().map(SocketAddr::to_string).collect();
+    let mut listen: Vec<String> = cfg.listen.iter().map(SocketAddr::to_string).collect();
+    listen.extend(cfg.tls.listen.iter().map(|a| format!("https://{a}")));
     let mut line = format!(
         "configuration OK ({src}): root {}; listen {}; access log {}",
         root.display(),
@@ -177,14 +184,17 @@ fn check(launch: Launch) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn print_addrs(root: &Path, addrs: &[SocketAddr]) {
+/// The start-up lines; the last `tls` addresses are the `[tls] listen` ones.
+fn print_addrs(root: &Path, addrs: &[SocketAddr], tls: usize) {
     println!("ferrohttpd {} serving {}", env!("CARGO_PKG_VERSION"), root.display());
-    for a in addrs {
+    let tls_from = addrs.len().saturating_sub(tls);
+    for (i, a) in addrs.iter().enumerate() {
+        let scheme = if i >= tls_from { "https" } else { "http" };
         if a.ip().is_unspecified() {
             let local = if a.is_ipv6() { "[::1]" } else { "127.0.0.1" };
-            println!("listening on http://{a}/ (all addresses; try http://{local}:{}/)", a.port());
+            println!("listening on {scheme}://{a}/ (all addresses; try {scheme}://{local}:{}/)", a.port());
         } else {
-            println!("listening on http://{a}/");
+            println!("listening on {scheme}://{a}/");
         }
     }
     let _ = std::io::stdout().flush();
@@ -213,6 +223,7 @@ fn bind_listeners(cfg: &mut Config, r: &mut Reporter) -> Result<Vec<mio::net::Tc
             if any_v6 && any_v4 && !ipv6_available() {
                 r.warn(&format!("IPv6 is not available on this machine ({e}); listening on IPv4 only"));
                 cfg.listen.retain(SocketAddr::is_ipv4);
+                cfg.tls.listen.retain(SocketAddr::is_ipv4);
                 server::bind_all(cfg)
             } else {
                 Err(e)
@@ -348,7 +359,11 @@ fn run(launch: Launch) -> ExitCode {
     }
 
     let listeners = match &activated {
-        Some(l) => server::from_std(l),
+        // Socket activation passes plain listeners; TLS ones are bound here, after them.
+        Some(l) => server::from_std(l).and_then(|mut l| {
+            l.extend(server::bind_tls_std(&cfg)?.into_iter().map(mio::net::TcpListener::from_std));
+            Ok(l)
+        }),
         None => bind_listeners(&mut cfg, &mut r),
     };
     let listeners = match listeners {
@@ -383,7 +398,7 @@ fn run(launch: Launch) -> ExitCode {
         if !cfg.root.is_dir() {
             return r.fail(format_args!("document root {}: not a directory", cfg.root.display()));
         }
-        print_addrs(&root_before, &addrs);
+        print_addrs(&root_before, &addrs, cfg.tls.listen.len());
         announced = true;
     }
 
@@ -477,7 +492,7 @@ fn serve(
         server.set_reloader(f);
     }
     if !announced {
-        print_addrs(server.root(), &server.local_addrs());
+        print_addrs(server.root(), &server.local_addrs(), cfg.tls.listen.len());
     }
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -497,7 +512,13 @@ fn run_workers(
     let root = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
     // Bind before printing: the port is open once "listening" is said.
     let listeners = match activated {
-        Some(l) => workers::Listeners::Activated(l),
+        Some(mut l) => match server::bind_tls_std(&cfg) {
+            Ok(tls) => {
+                l.extend(tls);
+                workers::Listeners::Activated(l)
+            }
+            Err(e) => return r.fail(e),
+        },
         None => match server::bind_all_std(&cfg) {
             Ok(l) => workers::Listeners::Bound(l),
             Err(e) => return r.fail(e),
@@ -508,7 +529,7 @@ fn run_workers(
             l.iter().filter_map(|l| l.local_addr().ok()).collect()
         }
     };
-    print_addrs(&root, &addrs);
+    print_addrs(&root, &addrs, cfg.tls.listen.len());
     if cfg.thttpd.daemonize {
         if let Err(e) = r.daemonize(&cfg) {
             return e;

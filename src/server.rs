@@ -187,6 +187,12 @@ pub struct Server {
     /// Open connections that had received nothing when accepted, by client address (some
     /// entries are stale: the connection since got bytes, or closed; checked when used).
     empty_open: HashMap<SocketAddr, usize>,
+    /// Listeners from this index on speak TLS (`[tls] listen`, bound after the plain ones).
+    #[cfg(feature = "tls")]
+    tls_from: usize,
+    /// The TLS configuration new TLS connections get (replaced on reload).
+    #[cfg(feature = "tls")]
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 /// Opens the document root and logs named by the configuration (used by `--check-config`
@@ -315,11 +321,23 @@ pub fn bind_all(cfg: &Config) -> Result<Vec<TcpListener>, StartError> {
     Ok(bind_all_std(cfg)?.into_iter().map(TcpListener::from_std).collect())
 }
 
-/// [`bind_all`], as std listeners (to hand over to a worker process).
+/// [`bind_all`], as std listeners (to hand over to a worker process): the plain addresses,
+/// then the TLS ones (the server tells them apart by that order).
 pub fn bind_all_std(cfg: &Config) -> Result<Vec<StdListener>, StartError> {
+    let mut all = bind_std(cfg, &cfg.listen)?;
+    all.append(&mut bind_tls_std(cfg)?);
+    Ok(all)
+}
+
+/// The `[tls] listen` sockets alone (beside socket-activated plain ones).
+pub fn bind_tls_std(cfg: &Config) -> Result<Vec<StdListener>, StartError> {
+    bind_std(cfg, &cfg.tls.listen)
+}
+
+fn bind_std(cfg: &Config, addrs: &[SocketAddr]) -> Result<Vec<StdListener>, StartError> {
     let reuse_port = cfg.workers > 1;
     let defer = cfg.defer_accept_secs();
-    cfg.listen
+    addrs
         .iter()
         .map(|&addr| {
             bind(addr, cfg.backlog, reuse_port, defer).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
@@ -364,6 +382,13 @@ impl Server {
         sys::ignore_sigpipe();
         let nofile = sys::raise_nofile_limit().ok();
         let Resources { root, vroots, access, errors, routes, route_warnings } = open_resources(&cfg)?;
+        #[cfg(feature = "tls")]
+        let tls_from = bound.len().saturating_sub(cfg.tls.listen.len());
+        #[cfg(feature = "tls")]
+        let (tls, tls_warnings) = match crate::tls::server_config(&cfg).map_err(StartError)? {
+            Some((c, w)) => (Some(c), w),
+            None => (None, Vec::new()),
+        };
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
         let mut listeners = Vec::new();
         for (i, mut l) in bound.into_iter().enumerate() {
@@ -419,6 +444,10 @@ impl Server {
         for w in &route_warnings {
             cx.error(format_args!("{w}"));
         }
+        #[cfg(feature = "tls")]
+        for w in tls_warnings {
+            cx.errors.log(cx.clock.log_date(), format_args!("warning: {w}"));
+        }
         if let Some(n) = nofile {
             let want = cx.cfg.max_connections as u64 + 64;
             if n < want {
@@ -450,6 +479,10 @@ impl Server {
             reloader: None,
             ghosts: HashMap::new(),
             empty_open: HashMap::new(),
+            #[cfg(feature = "tls")]
+            tls_from,
+            #[cfg(feature = "tls")]
+            tls,
         })
     }
 
@@ -574,9 +607,21 @@ impl Server {
                         continue;
                     }
                     self.cx.counters.accepted += 1;
+                    let conn = Conn::new(sock, ip, &self.cx);
+                    #[cfg(feature = "tls")]
+                    let conn = match (&self.tls, i >= self.tls_from) {
+                        (Some(config), true) => match crate::tls::TlsState::new(config) {
+                            Ok(t) => conn.with_tls(t, &self.cx),
+                            Err(e) => {
+                                self.cx.error(format_args!("tls: {e}"));
+                                continue;
+                            }
+                        },
+                        _ => conn,
+                    };
                     let entry = self.conns.vacant_entry();
                     let key = entry.key();
-                    entry.insert(Conn::new(sock, ip, &self.cx));
+                    entry.insert(conn);
                     // The request usually arrives with (or right after) the handshake: serve
                     // it now. The socket joins the epoll set only if the connection has to
                     // wait (`dispatch`), so a request answered at once with
@@ -919,8 +964,26 @@ impl Server {
             self.cx.error(format_args!("the number of workers cannot change without a restart"));
             new.workers = self.cx.cfg.workers;
         }
+        if new.tls.listen != self.cx.cfg.tls.listen {
+            self.cx.error(format_args!("tls.listen cannot change without a restart; keeping the current addresses"));
+            new.tls.listen = self.cx.cfg.tls.listen.clone();
+        }
+        // Certificates are read again: a renewed one serves new connections, while those in
+        // flight finish with the one they started with. One that fails keeps the old.
+        #[cfg(feature = "tls")]
+        let (tls, tls_warnings) = match crate::tls::server_config(&new)? {
+            Some((c, w)) => (Some(c), w),
+            None => (None, Vec::new()),
+        };
         let Resources { root, vroots, access, errors, routes, route_warnings } =
             open_resources(&new).map_err(|e| e.0)?;
+        #[cfg(feature = "tls")]
+        {
+            self.tls = tls;
+            for w in tls_warnings {
+                self.cx.error(format_args!("warning: {w}"));
+            }
+        }
         self.cx.access.flush();
         self.cx.root = root;
         self.cx.vroots = vroots;

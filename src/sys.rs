@@ -181,3 +181,22 @@ pub fn ignore_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 }
+
+/// Copies `src` into `dst` (up to the shorter length) through the kernel
+/// (`process_vm_readv` on this process), for bytes of a shared file mapping that user space
+/// must not touch: a page that a truncation took away is `EFAULT` here, where a plain read
+/// would be SIGBUS and kill the server. Used by TLS, which must encrypt the bytes itself.
+pub fn copy_mapped(src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
+    let n = src.len().min(dst.len());
+    let local = libc::iovec { iov_base: dst.as_mut_ptr().cast(), iov_len: n };
+    let remote = libc::iovec { iov_base: src.as_ptr() as *mut libc::c_void, iov_len: n };
+    // SAFETY: `local` describes `n` writable bytes of `dst`, borrowed mutably for the call;
+    // `remote` describes `n` bytes of `src` in this same process, which the kernel only
+    // reads (faults there become EFAULT or a short count, not a signal).
+    let r = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}

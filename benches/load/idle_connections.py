@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Memory per idle keep-alive connection.
 
-    benches/load/idle_connections.py PID PORT [N] [PATH]
+    benches/load/idle_connections.py [--tls] PID PORT [N] [PATH]
 
 Opens N (default 10000) connections to 127.0.0.1:PORT, makes one GET of PATH (default
 /4k.bin) on each and reads the whole response, keeps them all open, then prints the RSS of
 the server process PID (VmRSS, RssAnon, RssFile from /proc) before and after, and the
 difference per connection. The server needs max_connections above N and a keep-alive
 timeout longer than the run; this process raises its own descriptor limit as far as the hard
-limit allows. Run by hand; never in CI.
+limit allows. With --tls, PORT is a TLS listener (the certificate is not verified: this
+measures memory, not trust). Run by hand; never in CI.
 """
 import os
 import resource
 import socket
+import ssl
 import sys
 import time
 
@@ -28,6 +30,12 @@ def rss(pid):
 
 
 def main():
+    tls = "--tls" in sys.argv[1:]
+    if tls:
+        sys.argv.remove("--tls")
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     pid, port = int(sys.argv[1]), int(sys.argv[2])
@@ -40,6 +48,8 @@ def main():
     conns = []
     for i in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if tls:
+            s = ctx.wrap_socket(s, server_hostname="localhost")
         s.sendall(req)
         got = b""
         while True:

@@ -38,6 +38,8 @@ use mio::net::TcpStream;
 
 mod routing;
 mod serve;
+#[cfg(feature = "tls")]
+mod tls_io;
 
 use crate::fs::cache::{self, FileEntry};
 use crate::http::range::ByteRange;
@@ -142,6 +144,15 @@ enum Discard {
     Chunked(ChunkedSkipper),
 }
 
+/// How a connection's bytes reach its socket, chosen once at accept. The plain branch is
+/// the code paths above (recv, sendmsg, sendfile) untouched; TLS is `tls_io.rs`. (Without
+/// the `tls` feature every connection is plain and the field is gone.)
+#[cfg(feature = "tls")]
+enum Transport {
+    Plain,
+    Tls(Box<crate::tls::TlsState>),
+}
+
 enum WriteResult {
     Done,
     Blocked,
@@ -152,6 +163,8 @@ enum WriteResult {
 
 pub struct Conn {
     sock: TcpStream,
+    #[cfg(feature = "tls")]
+    transport: Transport,
     pub peer: IpAddr,
     /// Unique for the life of the process (slab keys are reused after a close).
     id: u64,
@@ -204,6 +217,8 @@ impl Conn {
     pub fn new(sock: TcpStream, peer: IpAddr, cx: &Ctx) -> Conn {
         Conn {
             sock,
+            #[cfg(feature = "tls")]
+            transport: Transport::Plain,
             peer,
             id: cx.counters.accepted,
             waiting: None,
@@ -395,15 +410,16 @@ impl Conn {
                     if self.peer_eof {
                         return Drive::Close;
                     }
-                    if !self.readable {
-                        if self.rstart == self.rend {
-                            if let Some(b) = self.rbuf.take() {
-                                cx.put_rbuf(b);
-                            }
-                            self.rstart = 0;
-                            self.rend = 0;
+                    #[cfg(feature = "tls")]
+                    if let Transport::Tls(_) = self.transport {
+                        match self.fill_tls(cx) {
+                            Ok(true) => continue,
+                            Ok(false) => return self.park(cx),
+                            Err(()) => return Drive::Close,
                         }
-                        return Drive::Wait;
+                    }
+                    if !self.readable {
+                        return self.park(cx);
                     }
                     if !self.fill(cx) {
                         return Drive::Close;
@@ -411,6 +427,18 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Waits for input, giving the read buffer back if it holds nothing.
+    fn park(&mut self, cx: &mut Ctx) -> Drive {
+        if self.rstart == self.rend {
+            if let Some(b) = self.rbuf.take() {
+                cx.put_rbuf(b);
+            }
+            self.rstart = 0;
+            self.rend = 0;
+        }
+        Drive::Wait
     }
 
     /// Uses buffered bytes: skips body bytes being discarded, then parses and answers one
@@ -577,6 +605,8 @@ impl Conn {
         let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
         let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
         let status = match req.method {
+            #[cfg(feature = "tls")]
+            _ if self.misdirected(cx, req) => self.simple_response(cx, 421, req, None),
             Method::Get | Method::Head if is_health => self.health(cx, req),
             Method::Get | Method::Head if is_status_page => self.status_page(cx, req),
             Method::Get | Method::Head => self.serve_file(cx, req),
@@ -656,6 +686,10 @@ impl Conn {
 
     /// Writes as much of the queued response as the socket and the budget allow.
     fn write(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        #[cfg(feature = "tls")]
+        if let Transport::Tls(_) = self.transport {
+            return self.write_tls(cx, budget);
+        }
         let fd = self.sock.as_raw_fd();
         loop {
             if !self.writable {
@@ -866,6 +900,8 @@ impl Conn {
     /// short read: `readable` still set (a full buffer, as for a 431) means the kernel may
     /// hold more.
     fn close(&mut self, cx: &mut Ctx) -> Drive {
+        #[cfg(feature = "tls")]
+        self.tls_close_notify();
         let unread = self.rstart != self.rend
             || !matches!(self.discard, Discard::None)
             || self.phase == Phase::Head

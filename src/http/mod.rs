@@ -35,6 +35,7 @@ pub fn reason(status: u16) -> &'static str {
         414 => "URI Too Long",
         416 => "Range Not Satisfiable",
         417 => "Expectation Failed",
+        421 => "Misdirected Request",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         501 => "Not Implemented",

@@ -485,6 +485,12 @@ pub fn parse_listening(line: &str) -> Option<SocketAddr> {
     rest.strip_suffix('/')?.parse().ok()
 }
 
+/// The address of a `listening on https://ADDR/` line (a `[tls] listen` address).
+pub fn parse_listening_tls(line: &str) -> Option<SocketAddr> {
+    let rest = line.trim().strip_prefix("listening on https://")?;
+    rest.strip_suffix('/')?.parse().ok()
+}
+
 fn drain_into(mut r: impl Read + Send + 'static, buf: Arc<Mutex<Vec<u8>>>) {
     thread::spawn(move || {
         let mut chunk = [0u8; 8192];
@@ -558,6 +564,19 @@ impl Server {
     /// Waits (up to 3 s) until the access log has at least `n` lines, then returns them all.
     pub fn wait_access_log(&self, n: usize) -> Vec<String> {
         wait_for_lines(&self.access_log_path(), n, Duration::from_secs(3))
+    }
+
+    /// The first `listening on https://` address (waits up to 5 s for the line: it follows
+    /// the plain ones).
+    pub fn tls_addr(&self) -> SocketAddr {
+        let start = Instant::now();
+        loop {
+            if let Some(a) = self.stdout_text().lines().find_map(parse_listening_tls) {
+                return a;
+            }
+            assert!(start.elapsed() < IO_TIMEOUT, "no `listening on https://` line:\n{}", self.stdout_text());
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Every address printed in a `listening on` line so far.

@@ -1,0 +1,311 @@
+//! The TLS transport of a connection: the same phases and output queue as the plain one,
+//! with rustls between the queue and the socket.
+//!
+//! * **Reading**: ciphertext goes from the socket into rustls (`read_tls`), and the
+//!   decrypted bytes into the connection's read buffer, where the HTTP/1.1 parser finds them
+//!   exactly as it finds plain ones. Nothing is read while a response is pending, so rustls
+//!   holds at most one TLS record of unread input (backpressure as for plain connections).
+//! * **Writing**: the head and up to [`CHUNK`] bytes of body are gathered into one stack
+//!   buffer and handed to rustls, which encrypts them into its outgoing buffer (one record
+//!   for a small response). Memory bodies are read in place; a mapped body is copied out of
+//!   the mapping by the kernel (`sys::copy_mapped`), so a file truncated under the server
+//!   gives `EFAULT` (close, entry dropped) and never SIGBUS, which is the mapping's invariant;
+//!   fd bodies are read with `pread` in the same bounded chunks. At most `tls::OUT_LIMIT`
+//!   bytes are encrypted ahead of the socket; they are flushed before more are encrypted, so
+//!   a slow reader costs its socket buffer plus that. Never `sendfile`: without kernel TLS
+//!   the kernel cannot encrypt (kTLS would plug in here: after the handshake, hand the
+//!   traffic secrets to the socket with `setsockopt(SOL_TLS)` and take the plain paths).
+//! * **Handshake**: runs in the loop like any other input, under `[tls] handshake_timeout`.
+//!   Garbage, plain HTTP sent to the TLS port, a failed handshake or a truncated record
+//!   closes the connection (after rustls's alert, when it has one) without a log line.
+
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+
+use super::{is_peer_gone, Body, Conn, Discard, Phase, Transport, WriteResult};
+use crate::fs::cache;
+use crate::http::request::Request;
+use crate::server::Ctx;
+use crate::sys;
+use crate::tls::{TlsState, OUT_LIMIT};
+
+/// Plaintext handed to rustls at once: one full TLS record.
+const CHUNK: usize = 16 * 1024;
+
+/// What flushing the encrypted output came to.
+enum Flush {
+    /// Nothing left in rustls.
+    Done,
+    Blocked,
+    Budget,
+    Closed,
+}
+
+impl Conn {
+    /// Makes this a TLS connection: the handshake has `handshake_timeout` from now.
+    pub fn with_tls(mut self, tls: Box<TlsState>, cx: &Ctx) -> Conn {
+        self.deadline = cx.clock.now + cx.cfg.tls.handshake_timeout;
+        self.transport = Transport::Tls(tls);
+        self
+    }
+
+    /// The 421 rule (nginx's): on a TLS connection whose client sent SNI, a request whose
+    /// Host picks another `[[vhost]]` than the SNI name picked is misdirected: it would be
+    /// answered under a certificate that was not checked for its host (the client may be
+    /// reusing a connection for a host it believes the certificate covers). Hosts that pick
+    /// the same site (both unknown: the default) are fine; without SNI nothing is checked.
+    pub(super) fn misdirected(&self, cx: &Ctx, req: &Request<'_>) -> bool {
+        let Transport::Tls(t) = &self.transport else { return false };
+        let (Some(sni), false) = (t.conn.server_name(), cx.vroots.is_empty()) else { return false };
+        // The same comparison as the serving pipeline's choice of site (`serve::site`).
+        let site = |name: &[u8]| cx.vroots.iter().position(|(h, _)| h.as_bytes().eq_ignore_ascii_case(name));
+        let sni = sni.as_bytes();
+        let host = req.host.map_or(&[][..], strip_port);
+        site(sni.strip_suffix(b".").unwrap_or(sni)) != site(host)
+    }
+
+    /// Sends what rustls has encrypted. `budget` counts the bytes written.
+    fn flush_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> Flush {
+        let Transport::Tls(t) = &mut self.transport else { return Flush::Done };
+        while t.conn.wants_write() {
+            if !self.writable {
+                return Flush::Blocked;
+            }
+            if *budget == 0 {
+                return Flush::Budget;
+            }
+            match t.conn.write_tls(&mut self.sock) {
+                Ok(n) => {
+                    *budget = budget.saturating_sub(n);
+                    if self.phase == Phase::Send {
+                        self.deadline = cx.clock.now + cx.cfg.send_timeout;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writable = false;
+                    return Flush::Blocked;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if !is_peer_gone(&e) {
+                        cx.error(format_args!("write to {}: {e}", self.peer));
+                    }
+                    return Flush::Closed;
+                }
+            }
+        }
+        Flush::Done
+    }
+
+    /// Moves input forward while a request is awaited: sends handshake output, reads
+    /// ciphertext, decrypts into the read buffer. `Ok(true)`: progress (decrypted bytes, or
+    /// the peer's end); `Ok(false)`: wait for readiness; `Err`: close.
+    pub(super) fn fill_tls(&mut self, cx: &mut Ctx) -> Result<bool, ()> {
+        let mut unlimited = usize::MAX;
+        loop {
+            if let Flush::Closed = self.flush_tls(cx, &mut unlimited) {
+                return Err(());
+            }
+            let Transport::Tls(t) = &mut self.transport else { return Err(()) };
+            let state = match t.conn.process_new_packets() {
+                Ok(s) => s,
+                Err(_) => {
+                    // Garbage, plain HTTP, a failed handshake: rustls has queued an alert;
+                    // send it if the socket takes it, then close, quietly.
+                    let _ = t.conn.write_tls(&mut self.sock);
+                    return Err(());
+                }
+            };
+            if !t.established && !t.conn.is_handshaking() {
+                t.established = true;
+                if self.phase == Phase::Idle {
+                    self.deadline = cx.clock.now + cx.cfg.header_timeout;
+                }
+            }
+            if state.plaintext_bytes_to_read() > 0 {
+                let mut rbuf = match self.rbuf.take() {
+                    Some(b) => b,
+                    None => cx.take_rbuf(),
+                };
+                if self.rend == rbuf.len() && self.rstart > 0 {
+                    rbuf.copy_within(self.rstart..self.rend, 0);
+                    self.rend -= self.rstart;
+                    self.rstart = 0;
+                }
+                let space = rbuf.len() - self.rend;
+                let n = if space == 0 { Ok(0) } else { t.conn.reader().read(&mut rbuf[self.rend..]) };
+                self.rbuf = Some(rbuf);
+                let n = match n {
+                    Ok(n) if n > 0 => n,
+                    // A full buffer is a parse error first; anything else is rustls's.
+                    _ => return Err(()),
+                };
+                if self.phase == Phase::Idle && matches!(self.discard, Discard::None) {
+                    self.phase = Phase::Head;
+                    self.deadline = cx.clock.now + cx.cfg.header_timeout;
+                }
+                self.rend += n;
+                return Ok(true);
+            }
+            if state.peer_has_closed() {
+                self.peer_eof = true;
+                return Ok(true);
+            }
+            if !self.readable {
+                return Ok(false);
+            }
+            match t.conn.read_tls(&mut self.sock) {
+                // The end of the stream, with or without close_notify, possibly inside a
+                // record: the request (if any) is incomplete, nothing to answer.
+                Ok(0) => {
+                    self.peer_eof = true;
+                    return Ok(true);
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(()),
+            }
+        }
+    }
+
+    /// Sends close_notify before the connection closes (best effort: what the socket takes
+    /// now).
+    pub(super) fn tls_close_notify(&mut self) {
+        if let Transport::Tls(t) = &mut self.transport {
+            t.conn.send_close_notify();
+            if self.writable {
+                let _ = t.conn.write_tls(&mut self.sock);
+            }
+        }
+    }
+
+    /// [`Conn::write`] for TLS: flush what is encrypted, encrypt the next batch, repeat.
+    pub(super) fn write_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        loop {
+            match self.flush_tls(cx, budget) {
+                Flush::Done => {}
+                Flush::Blocked => return WriteResult::Blocked,
+                Flush::Budget => return WriteResult::Budget,
+                Flush::Closed => return WriteResult::Closed,
+            }
+            match self.encrypt_batch(cx) {
+                Ok(true) => {}
+                Ok(false) => return WriteResult::Done,
+                Err(r) => return r,
+            }
+        }
+    }
+
+    /// Hands up to `OUT_LIMIT` bytes of head and body to rustls. `Ok(false)`: the response
+    /// is all out; `Err`: sleep (rate limit) or close.
+    fn encrypt_batch(&mut self, cx: &mut Ctx) -> Result<bool, WriteResult> {
+        let (mut cap, wake) = self.rate_cap(cx);
+        let mut chunk = [0u8; CHUNK];
+        let mut handed = 0;
+        while handed < OUT_LIMIT {
+            let head = &self.head[self.head_pos..];
+            let h = head.len().min(CHUNK);
+            chunk[..h].copy_from_slice(&head[..h]);
+            let room = (CHUNK - h).min(cap);
+            let body = self.gather(cx, &mut chunk[h..h + room])?;
+            let n = h + body;
+            if n == 0 {
+                if self.body_left() == 0 {
+                    return Ok(handed > 0);
+                }
+                if handed > 0 {
+                    return Ok(true);
+                }
+                // Only a rate limit holds the body back here, and it says when to go on.
+                return Err(WriteResult::Sleep(wake.unwrap_or(cx.clock.now + std::time::Duration::from_millis(10))));
+            }
+            let Transport::Tls(t) = &mut self.transport else { return Err(WriteResult::Closed) };
+            let took = match t.conn.writer().write(&chunk[..n]) {
+                Ok(k) => k,
+                Err(e) => {
+                    cx.error(format_args!("tls write to {}: {e}", self.peer));
+                    return Err(WriteResult::Closed);
+                }
+            };
+            let from_head = took.min(h);
+            self.head_pos += from_head;
+            let from_body = took - from_head;
+            match &mut self.body {
+                Body::Mem { pos, .. } | Body::Mapped { pos, .. } => *pos += from_body,
+                Body::File { pos, .. } => *pos += from_body as u64,
+                Body::None => {}
+            }
+            self.body_sent += from_body as u64;
+            self.charge(cx, from_body as u64);
+            cap = cap.saturating_sub(from_body);
+            handed += took;
+            if took < n {
+                // rustls's outgoing buffer is at its limit: flush first.
+                break;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Body bytes not yet handed to rustls.
+    fn body_left(&self) -> u64 {
+        match &self.body {
+            Body::None => 0,
+            Body::Mem { buf, pos } => (buf.len() - pos) as u64,
+            Body::Mapped { pos, end, .. } => (end - pos) as u64,
+            Body::File { pos, end, .. } => end - pos,
+        }
+    }
+
+    /// Copies the next body bytes (at most `out.len()`) into `out`, without moving the
+    /// cursor. A file that shrank closes the connection.
+    fn gather(&mut self, cx: &mut Ctx, out: &mut [u8]) -> Result<usize, WriteResult> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        let result = match &self.body {
+            Body::None => return Ok(0),
+            Body::Mem { buf, pos } => {
+                let n = (buf.len() - pos).min(out.len());
+                out[..n].copy_from_slice(&buf[*pos..*pos + n]);
+                return Ok(n);
+            }
+            Body::Mapped { entry, pos, end } => {
+                let cache::Body::Mapped(map) = &entry.body else { return Err(WriteResult::Closed) };
+                let n = (end - pos).min(out.len());
+                if n == 0 {
+                    return Ok(0);
+                }
+                // The kernel copies out of the mapping: a page gone with a truncation is
+                // EFAULT here, not SIGBUS.
+                sys::copy_mapped(&map[*pos..*pos + n], &mut out[..n])
+            }
+            Body::File { entry, pos, end, .. } => {
+                let cache::Body::Fd(file) = &entry.body else { return Err(WriteResult::Closed) };
+                let n = usize::try_from(end - pos).unwrap_or(usize::MAX).min(out.len());
+                if n == 0 {
+                    return Ok(0);
+                }
+                file.read_at(&mut out[..n], *pos)
+            }
+        };
+        match result {
+            Ok(0) => Err(self.truncated(cx)),
+            Ok(n) => Ok(n),
+            Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Err(self.truncated(cx)),
+            Err(e) => {
+                cx.error(format_args!("read error while sending a file: {e}"));
+                Err(WriteResult::Closed)
+            }
+        }
+    }
+}
+
+/// A Host value without its port (`[::1]:8443` -> `[::1]`).
+fn strip_port(host: &[u8]) -> &[u8] {
+    if host.starts_with(b"[") {
+        return host.iter().position(|&b| b == b']').map_or(host, |i| &host[..=i]);
+    }
+    host.iter().rposition(|&b| b == b':').map_or(host, |i| &host[..i])
+}

@@ -1,0 +1,446 @@
+//! HTTPS: the real binary with `[tls]` listeners, against curl and `openssl s_client`, with
+//! certificates the tests make with the openssl CLI.
+#![cfg(feature = "tls")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A self-signed certificate for `names` (the first is the CN), EC P-256, in `dir`.
+fn make_cert(dir: &Path, file: &str, names: &[&str]) {
+    make_cert_subject(dir, file, &format!("/CN={}", names[0]), names)
+}
+
+fn make_cert_subject(dir: &Path, file: &str, subject: &str, names: &[&str]) {
+    let san: Vec<String> = names.iter().map(|n| format!("DNS:{n}")).collect();
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-days", "30"])
+        .args(["-subj", subject])
+        .args(["-addext", &format!("subjectAltName={}", san.join(","))])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(dir.join(format!("{file}.key")))
+        .arg("-out")
+        .arg(dir.join(format!("{file}.crt")))
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A server with a plain and a TLS listener and the `localhost` certificate as default;
+/// `tls` adds keys to `[tls]`, `tail` adds tables (a whole file is written, since the
+/// standard config cannot hold arrays of tables such as `[[vhost]]`).
+fn tls_server(tls: &str, tail: &str, setup: impl FnOnce(&Path, &Path) + 'static) -> Server {
+    Server::builder()
+        .setup(|dir, _| make_cert(dir, "localhost", &["localhost"]))
+        .setup(setup)
+        .raw_config(&format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\n\
+             [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n\
+             [tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n{tls}\n{tail}"
+        ))
+        .start()
+}
+
+fn https(srv: &Server, path: &str) -> String {
+    format!("https://localhost:{}{path}", srv.tls_addr().port())
+}
+
+/// curl over HTTPS, trusting the test's certificate, with `localhost` resolved to the server.
+fn curl_tls(srv: &Server, args: &[&str]) -> CliOutput {
+    let port = srv.tls_addr().port();
+    let cacert = srv.dir().join("localhost.crt");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let mut all = vec!["--cacert", cacert.to_str().unwrap(), "--resolve", &resolve];
+    all.extend_from_slice(args);
+    curl(&all)
+}
+
+fn curl_tls_dump(srv: &Server, args: &[&str]) -> Response {
+    let mut all = vec!["-o", "-", "-D", "-"];
+    all.extend_from_slice(args);
+    let o = curl_tls(srv, &all);
+    assert_eq!(o.code, Some(0), "curl {args:?}: {o:?}");
+    split_curl_dump(&o.stdout).unwrap_or_else(|| panic!("cannot parse curl output {:?}", o.stdout_text()))
+}
+
+/// `openssl s_client` to `addr` with `args`, sending `input`, until the server closes (or
+/// 10 s). Returns (success, stdout, stderr).
+fn s_client(addr: SocketAddr, args: &[&str], input: &[u8]) -> (bool, Vec<u8>, String) {
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-connect", &addr.to_string(), "-ign_eof"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl s_client runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+        // Dropped: EOF, which -ign_eof ignores, so the server's close ends the session.
+    });
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let eh = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let oh = thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let _ = writer.join();
+    let (out, err) = (oh.join().unwrap(), eh.join().unwrap());
+    (status.is_some_and(|s| s.success()), out, err)
+}
+
+fn get_close(path: &str, host: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
+
+/// The status lines of the HTTP responses in `out`.
+fn status_lines(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out).lines().filter(|l| l.starts_with("HTTP/1.1 ")).map(str::to_string).collect()
+}
+
+#[test]
+fn get_head_range_and_304_over_tls_byte_for_byte_mapped_and_fd() {
+    let big = pseudo_random_bytes(32 << 20, 7);
+    let small = pseudo_random_bytes(300_000, 8);
+    let (b, s) = (big.clone(), small.clone());
+    let srv = tls_server("", "[cache]\nmax_file = 1048576\n", move |_, root| {
+        std::fs::write(root.join("big.bin"), &b).unwrap();
+        std::fs::write(root.join("small.bin"), &s).unwrap();
+    });
+    for (name, data) in [("small.bin", &small), ("big.bin", &big)] {
+        let url = https(&srv, &format!("/{name}"));
+        let r = curl_tls_dump(&srv, &[&url]);
+        assert_eq!(r.status, 200, "{name}: {r:?}");
+        assert!(r.body == *data, "{name}: body differs ({} bytes, want {})", r.body.len(), data.len());
+        assert_eq!(r.header("Content-Length"), Some(data.len().to_string().as_str()));
+
+        let o = curl_tls(&srv, &["-I", &url]);
+        let h = split_curl_dump(&o.stdout).unwrap_or_else(|| panic!("HEAD: {o:?}"));
+        assert_eq!(h.status, 200, "{h:?}");
+        assert_eq!(h.header("Content-Length"), Some(data.len().to_string().as_str()));
+        assert!(h.body.is_empty());
+
+        let r = curl_tls_dump(&srv, &["-r", "1000-200999", &url]);
+        assert_eq!(r.status, 206, "{r:?}");
+        assert!(r.body == data[1000..201_000], "{name}: range body differs");
+
+        let etag = h.header("ETag").expect("an ETag").to_string();
+        let r = curl_tls_dump(&srv, &["-H", &format!("If-None-Match: {etag}"), &url]);
+        assert_eq!(r.status, 304, "{r:?}");
+        assert!(r.body.is_empty());
+    }
+    // The plain listener still serves as before, beside the TLS one.
+    let r = srv.get("/file.txt");
+    assert_eq!((r.status, r.body.as_slice()), (200, FILE_TXT));
+    assert!(!srv.stderr_text().contains("error"), "{}", srv.stderr_text());
+}
+
+#[test]
+fn keep_alive_and_pipelining_over_tls() {
+    let srv = tls_server("", "", |_, _| {});
+    // curl reuses the connection for the second URL.
+    let o = curl_tls(
+        &srv,
+        &[
+            "-o",
+            "/dev/null",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{num_connects} ",
+            &https(&srv, "/file.txt"),
+            &https(&srv, "/index.html"),
+        ],
+    );
+    assert_eq!(o.code, Some(0), "{o:?}");
+    assert_eq!(o.stdout_text(), "1 0 ", "the second request should reuse the connection");
+
+    // Ten requests pipelined in one write, the last with Connection: close.
+    let mut input = String::new();
+    for i in 0..9 {
+        input.push_str(&format!("GET /p{i}.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+    }
+    input.push_str(&get_close("/file.txt", "localhost"));
+    let (ok, out, err) = s_client(srv.tls_addr(), &["-quiet", "-servername", "localhost"], input.as_bytes());
+    assert!(ok, "s_client: {err}");
+    let lines = status_lines(&out);
+    assert_eq!(lines.len(), 10, "{lines:?}\n{}", String::from_utf8_lossy(&out));
+    assert!(lines.iter().all(|l| l == "HTTP/1.1 200 OK"), "{lines:?}");
+    let text = String::from_utf8_lossy(&out);
+    for i in 0..9 {
+        assert!(text.contains(&String::from_utf8_lossy(&page(i)).into_owned()), "page {i} missing");
+    }
+    assert!(out.ends_with(FILE_TXT), "the last body is file.txt");
+}
+
+#[test]
+fn tls_versions_and_alpn() {
+    let srv = tls_server("", "", |_, _| {});
+    let cafile = srv.dir().join("localhost.crt");
+    let ca = cafile.to_str().unwrap();
+    for (flag, want) in [("-tls1_3", "TLSv1.3"), ("-tls1_2", "TLSv1.2")] {
+        let (ok, out, err) = s_client(
+            srv.tls_addr(),
+            &[flag, "-alpn", "http/1.1", "-servername", "localhost", "-CAfile", ca, "-verify_return_error"],
+            get_close("/file.txt", "localhost").as_bytes(),
+        );
+        let text = String::from_utf8_lossy(&out);
+        assert!(ok, "{flag}: {err}\n{text}");
+        assert!(
+            text.contains(&format!("Protocol  : {want}")) || text.contains(&format!(", {want},")),
+            "{flag}: {text}"
+        );
+        assert!(text.contains("ALPN protocol: http/1.1"), "{flag}: {text}");
+        assert!(text.contains("Verify return code: 0 (ok)"), "{flag}: {text}");
+        assert_eq!(status_lines(&out), ["HTTP/1.1 200 OK"], "{flag}");
+    }
+    // TLS 1.1 (and anything older) is refused in the handshake.
+    let (ok, out, _) = s_client(srv.tls_addr(), &["-tls1_1", "-servername", "localhost"], b"");
+    assert!(!ok, "TLS 1.1 was accepted: {}", String::from_utf8_lossy(&out));
+    assert!(status_lines(&out).is_empty());
+}
+
+#[test]
+fn sni_picks_the_vhost_certificate_and_the_default_serves_the_rest() {
+    let vhosts = "[[vhost]]\nhost = \"a.test\"\nroot = \"{dir}/a\"\ncert = \"{dir}/a.crt\"\nkey = \"{dir}/a.key\"\n\
+                  [[vhost]]\nhost = \"b.test\"\nroot = \"{dir}/b\"\n";
+    let srv = tls_server("", vhosts, |dir, _| {
+        make_cert(dir, "a", &["a.test"]);
+        for site in ["a", "b"] {
+            std::fs::create_dir_all(dir.join(site)).unwrap();
+            std::fs::write(dir.join(site).join("who.txt"), site).unwrap();
+        }
+    });
+    let subject = |args: &[&str], host: &str| {
+        let (ok, out, err) = s_client(srv.tls_addr(), args, get_close("/who.txt", host).as_bytes());
+        assert!(ok, "{args:?}: {err}");
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let subject = text.lines().find(|l| l.starts_with("subject=")).unwrap_or("").replace(' ', "");
+        (subject, status_lines(&out), text)
+    };
+    let (s, st, text) = subject(&["-servername", "a.test"], "a.test");
+    assert_eq!(s, "subject=CN=a.test", "{text}");
+    assert_eq!(st, ["HTTP/1.1 200 OK"]);
+    assert!(text.contains("\r\n\r\na"), "a.test's own root: {text}");
+    let (s, _, _) = subject(&["-servername", "A.TEST."], "a.test");
+    assert_eq!(s, "subject=CN=a.test", "SNI is case-insensitive and a trailing dot is ignored");
+    for sni in ["b.test", "unknown.test"] {
+        let (s, _, text) = subject(&["-servername", sni], sni);
+        assert_eq!(s, "subject=CN=localhost", "{sni}: {text}");
+    }
+    let (s, st, _) = subject(&["-noservername"], "a.test");
+    assert_eq!(s, "subject=CN=localhost", "no SNI: the default certificate");
+    assert_eq!(st, ["HTTP/1.1 200 OK"], "without SNI there is nothing to be misdirected from");
+
+    // The 421 rule: Host picks another vhost than the SNI name did.
+    let (_, st, _) = subject(&["-servername", "a.test"], "b.test");
+    assert_eq!(st, ["HTTP/1.1 421 Misdirected Request"]);
+    let (_, st, _) = subject(&["-servername", "b.test"], "a.test:443");
+    assert_eq!(st, ["HTTP/1.1 421 Misdirected Request"]);
+    let (_, st, _) = subject(&["-servername", "a.test"], "A.Test:8443");
+    assert_eq!(st, ["HTTP/1.1 200 OK"], "the same vhost, spelled differently");
+    let (_, st, _) = subject(&["-servername", "unknown.test"], "other.test");
+    // Both pick the default site: served from its root (which has no who.txt), not 421.
+    assert_eq!(st, ["HTTP/1.1 404 Not Found"], "both pick the default site");
+}
+
+/// The first bytes of a TLS ClientHello record (a record header announcing 512 bytes, then
+/// a few of them).
+const HALF_HELLO: &[u8] = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";
+
+/// How long until the server closed `s` (EOF or reset); panics after `limit`. A read
+/// interrupted by a signal (children of the test process exit) is retried.
+fn closed_within(s: &mut std::net::TcpStream, limit: Duration) -> Duration {
+    let start = Instant::now();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return start.elapsed(),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return start.elapsed(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(n) => panic!("read {n} bytes instead of a close: {}", show(&buf[..n])),
+            Err(e) => panic!("not closed within {limit:?}: {e}"),
+        }
+        assert!(start.elapsed() < limit, "not closed within {limit:?}");
+    }
+}
+
+#[test]
+fn a_stalled_handshake_is_closed_at_the_handshake_deadline() {
+    let srv = tls_server("handshake_timeout = \"1s\"\n", "", |_, _| {});
+    let mut s = connect(srv.tls_addr());
+    raw(&mut s, HALF_HELLO);
+    let took = closed_within(&mut s, Duration::from_secs(8));
+    assert!(took >= Duration::from_millis(500), "closed after {took:?}, before the deadline");
+    // A connection that completed its handshake is not cut by it.
+    let o = curl_tls(&srv, &["-o", "/dev/null", "-w", "%{http_code}", &https(&srv, "/file.txt")]);
+    assert_eq!(o.stdout_text(), "200", "{o:?}");
+}
+
+#[test]
+fn plaintext_garbage_and_truncated_records_close_quietly() {
+    let srv = tls_server("", "", |_, _| {});
+    let addr = srv.tls_addr();
+    let base = srv.fd_count();
+    // Plain HTTP to the TLS port: closed (after a TLS alert), never answered in HTTP.
+    let mut s = connect(addr);
+    raw(&mut s, get_close("/file.txt", "localhost"));
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(!got.starts_with(b"HTTP/"), "plain HTTP answered on the TLS port: {}", show(&got));
+    assert!(got.len() < 64, "more than an alert: {}", show(&got));
+    // Garbage: closed after an alert.
+    let mut s = connect(addr);
+    raw(&mut s, [0xffu8; 300]);
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(got.is_empty() || got.starts_with(b"\x15\x03") && got.len() == 7, "not an alert: {}", show(&got));
+    // A truncated record, then EOF.
+    let mut s = connect(addr);
+    raw(&mut s, HALF_HELLO);
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    expect_closed(&mut s);
+    // Resets in the middle of handshakes.
+    for _ in 0..50 {
+        let s = connect(addr);
+        (&s).write_all(HALF_HELLO).unwrap();
+        socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO)).unwrap();
+        drop(s);
+    }
+    // The server is fine, and holds no descriptor for any of them.
+    let o = curl_tls(&srv, &["-o", "/dev/null", "-w", "%{http_code}", &https(&srv, "/file.txt")]);
+    assert_eq!(o.stdout_text(), "200", "{o:?}");
+    let start = Instant::now();
+    while srv.fd_count() > base && start.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(srv.fd_count(), base, "descriptors leaked");
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(srv.stderr_text(), "", "the error log should stay quiet");
+}
+
+#[test]
+fn certificate_errors_stop_the_start_and_name_the_file() {
+    let run = |tls: &str, setup: fn(&Path), start: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        make_cert(dir.path(), "localhost", &["localhost"]);
+        make_cert(dir.path(), "other", &["other"]);
+        setup(dir.path());
+        std::fs::create_dir_all(dir.path().join("www")).unwrap();
+        let cfg = dir.path().join("f.toml");
+        std::fs::write(
+            &cfg,
+            format!("[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"www\"\n[tls]\nlisten = [\"127.0.0.1:0\"]\n{tls}"),
+        )
+        .unwrap();
+        let check = Command::new(BIN).arg("--config").arg(&cfg).arg("--check-config").output().unwrap();
+        // Only configurations that must fail are started (a good one would serve on).
+        let start = start.then(|| Command::new(BIN).arg("--config").arg(&cfg).stdin(Stdio::null()).output().unwrap());
+        (check, start, dir)
+    };
+    type Case = (&'static str, fn(&Path), &'static str);
+    let cases: [Case; 4] = [
+        ("cert = \"missing.crt\"\nkey = \"localhost.key\"\n", |_| {}, "missing.crt"),
+        ("cert = \"localhost.key\"\nkey = \"localhost.key\"\n", |_| {}, "no PEM certificate"),
+        (
+            "cert = \"localhost.crt\"\nkey = \"empty.key\"\n",
+            |d| std::fs::write(d.join("empty.key"), "").unwrap(),
+            "empty.key",
+        ),
+        ("cert = \"localhost.crt\"\nkey = \"other.key\"\n", |_| {}, "does not match"),
+    ];
+    for (tls, setup, want) in cases {
+        let (check, start, _dir) = run(tls, setup, true);
+        for (what, out) in [("--check-config", &check), ("start", &start.unwrap())] {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{what} {tls:?} succeeded");
+            assert!(err.contains(want), "{what} {tls:?}: {err}");
+        }
+    }
+    let (check, _, _dir) = run("cert = \"localhost.crt\"\nkey = \"localhost.key\"\n", |_| {}, false);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    assert!(String::from_utf8_lossy(&check.stdout).contains("https://127.0.0.1:0"));
+}
+
+/// The subject of the certificate the server presents to a new connection.
+fn served_subject(srv: &Server) -> String {
+    let (ok, out, err) =
+        s_client(srv.tls_addr(), &["-servername", "localhost"], get_close("/file.txt", "localhost").as_bytes());
+    assert!(ok, "s_client: {err}");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    text.lines().find(|l| l.starts_with("subject=")).unwrap_or("").replace(' ', "")
+}
+
+fn wait_stderr(srv: &Server, what: &str, count: usize) {
+    let start = Instant::now();
+    while srv.stderr_text().matches(what).count() < count {
+        assert!(start.elapsed() < Duration::from_secs(10), "no {what:?} in the error log:\n{}", srv.stderr_text());
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sighup_reloads_certificates_and_a_bad_one_keeps_the_old() {
+    let big = pseudo_random_bytes(8 << 20, 9);
+    let b = big.clone();
+    let srv = tls_server("", "", move |_, root| std::fs::write(root.join("big.bin"), &b).unwrap());
+    assert_eq!(served_subject(&srv), "subject=CN=localhost");
+
+    // A download in flight while the certificate is replaced: it completes, byte for byte.
+    let url = https(&srv, "/big.bin");
+    let port = srv.tls_addr().port();
+    let cacert = srv.dir().join("localhost.crt").to_str().unwrap().to_string();
+    let download = thread::spawn(move || {
+        let resolve = format!("localhost:{port}:127.0.0.1");
+        run_program(
+            "curl",
+            &["-sS", "--max-time", "20", "--limit-rate", "4M", "--cacert", &cacert, "--resolve", &resolve, &url],
+            None,
+        )
+    });
+    thread::sleep(Duration::from_millis(500));
+    make_cert_subject(srv.dir(), "localhost", "/O=renewed/CN=localhost", &["localhost"]);
+    signal(srv.pid(), "HUP");
+    wait_stderr(&srv, "configuration reloaded", 1);
+    assert_eq!(served_subject(&srv), "subject=O=renewed,CN=localhost", "new connections get the new certificate");
+    let o = download.join().unwrap();
+    assert_eq!(o.code, Some(0), "the download in flight failed: {}", o.stderr);
+    assert!(o.stdout == big, "the download in flight differs ({} bytes)", o.stdout.len());
+
+    // A broken certificate: the reload fails, naming the file, and the last good one serves.
+    std::fs::write(srv.dir().join("localhost.crt"), "not a certificate\n").unwrap();
+    signal(srv.pid(), "HUP");
+    wait_stderr(&srv, "configuration reload failed", 1);
+    let err = srv.stderr_text();
+    assert!(err.contains("localhost.crt") && err.contains("no PEM certificate"), "{err}");
+    assert_eq!(served_subject(&srv), "subject=O=renewed,CN=localhost");
+}
