@@ -265,7 +265,7 @@ fn sni_picks_the_vhost_certificate_and_the_default_serves_the_rest() {
     assert_eq!(st, ["HTTP/1.1 421 Misdirected Request"]);
     let (_, st, _) = subject(&["-servername", "b.test"], "a.test:443");
     assert_eq!(st, ["HTTP/1.1 421 Misdirected Request"]);
-    let (_, st, _) = subject(&["-servername", "a.test"], "A.Test:8443");
+    let (_, st, _) = subject(&["-servername", "a.test"], "A.Test.:8443");
     assert_eq!(st, ["HTTP/1.1 200 OK"], "the same vhost, spelled differently");
     let (_, st, _) = subject(&["-servername", "unknown.test"], "other.test");
     // Both pick the default site: served from its root (which has no who.txt), not 421.

@@ -59,9 +59,8 @@ impl Conn {
         let (Some(sni), false) = (t.conn.server_name(), cx.vroots.is_empty()) else { return false };
         // The same comparison as the serving pipeline's choice of site (`serve::site`).
         let site = |name: &[u8]| cx.vroots.iter().position(|(h, _)| h.as_bytes().eq_ignore_ascii_case(name));
-        let sni = sni.as_bytes();
-        let host = req.host.map_or(&[][..], strip_port);
-        site(sni.strip_suffix(b".").unwrap_or(sni)) != site(host)
+        let (sni, host) = (sni.as_bytes(), req.host.map_or(&[][..], strip_port));
+        site(sni.strip_suffix(b".").unwrap_or(sni)) != site(host.strip_suffix(b".").unwrap_or(host))
     }
 
     /// Sends what rustls has encrypted. `budget` counts the bytes written.
