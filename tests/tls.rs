@@ -131,7 +131,7 @@ fn get_head_range_and_304_over_tls_byte_for_byte_mapped_and_fd() {
     let big = pseudo_random_bytes(32 << 20, 7);
     let small = pseudo_random_bytes(300_000, 8);
     let (b, s) = (big.clone(), small.clone());
-    let srv = tls_server("", "[cache]\nmax_file = 1048576\n", move |_, root| {
+    let srv = tls_server("", "[cache]\nmax_file = 1048576\n[listing]\nenabled = true\n", move |_, root| {
         std::fs::write(root.join("big.bin"), &b).unwrap();
         std::fs::write(root.join("small.bin"), &s).unwrap();
     });
@@ -157,6 +157,12 @@ fn get_head_range_and_304_over_tls_byte_for_byte_mapped_and_fd() {
         assert_eq!(r.status, 304, "{r:?}");
         assert!(r.body.is_empty());
     }
+    // A directory listing (a rendering cached in memory, not a mapping) is the same over TLS.
+    let plain = srv.get("/noindex/");
+    assert_eq!(plain.status, 200, "{plain:?}");
+    let r = curl_tls_dump(&srv, &[&https(&srv, "/noindex/")]);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.body == plain.body, "the listing differs over TLS");
     // The plain listener still serves as before, beside the TLS one.
     let r = srv.get("/file.txt");
     assert_eq!((r.status, r.body.as_slice()), (200, FILE_TXT));

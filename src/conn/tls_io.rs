@@ -271,14 +271,23 @@ impl Conn {
                 return Ok(n);
             }
             Body::Mapped { entry, pos, end } => {
-                let cache::Body::Mapped(map) = &entry.body else { return Err(WriteResult::Closed) };
                 let n = (end - pos).min(out.len());
                 if n == 0 {
                     return Ok(0);
                 }
-                // The kernel copies out of the mapping: a page gone with a truncation is
-                // EFAULT here, not SIGBUS.
-                sys::copy_mapped(&map[*pos..*pos + n], &mut out[..n])
+                match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
+                    // A rendering (a cached listing) is ordinary memory.
+                    (cache::Body::Memory(_), Some(src)) => {
+                        out[..n].copy_from_slice(src);
+                        return Ok(n);
+                    }
+                    // The kernel copies out of the mapping: a page gone with a truncation is
+                    // EFAULT here, not SIGBUS.
+                    (_, Some(src)) => sys::copy_mapped(src, &mut out[..n]),
+                    // The range is inside the entry by construction; if it were not, the
+                    // response cannot be completed: as for a truncation.
+                    (_, None) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                }
             }
             Body::File { entry, pos, end, .. } => {
                 let cache::Body::Fd(file) = &entry.body else { return Err(WriteResult::Closed) };
