@@ -173,6 +173,10 @@ impl Conn {
     /// starts with `.` or holds a `/`, with or without `-v`. thttpd's `-v`: the Host (for an
     /// HTTP/1.0 request without one, the local address) names a directory under the root.
     fn site(&mut self, cx: &Ctx, req: &Request<'_>) -> Result<Site, u16> {
+        if cx.vroots.is_empty() && !cx.cfg.thttpd.enabled && !cx.cfg.thttpd.vhost_dirs {
+            // Nothing here depends on the Host: no need to lowercase a copy of it.
+            return Ok(Site { root: None, prefix: String::new() });
+        }
         let host = req.host.filter(|h| !h.is_empty()).map(|h| String::from_utf8_lossy(h).to_ascii_lowercase());
         let name = host.as_deref().map(strip_port);
         if cx.cfg.thttpd.enabled && name.is_some_and(|n| n.starts_with('.') || n.contains('/')) {
