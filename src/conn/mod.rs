@@ -529,8 +529,9 @@ impl Conn {
         Ok(matches!(self.discard, Discard::None))
     }
 
-    /// Reads once into the buffer. False: close (EOF handled via `peer_eof`, error, full).
-    fn fill(&mut self, cx: &mut Ctx) -> bool {
+    /// The read buffer for the next read (the connection's, or one from the pool), its
+    /// unread bytes moved to the front when it is full. Put it back in `self.rbuf` after.
+    fn rbuf_for_read(&mut self, cx: &mut Ctx) -> Box<[u8]> {
         let mut rbuf = match self.rbuf.take() {
             Some(b) => b,
             None => cx.take_rbuf(),
@@ -540,6 +541,12 @@ impl Conn {
             self.rend -= self.rstart;
             self.rstart = 0;
         }
+        rbuf
+    }
+
+    /// Reads once into the buffer. False: close (EOF handled via `peer_eof`, error, full).
+    fn fill(&mut self, cx: &mut Ctx) -> bool {
+        let mut rbuf = self.rbuf_for_read(cx);
         let space = rbuf.len() - self.rend;
         let result = if space == 0 { Ok(0) } else { self.sock.read(&mut rbuf[self.rend..]) };
         self.rbuf = Some(rbuf);

@@ -122,16 +122,12 @@ impl Conn {
                 }
             }
             if state.plaintext_bytes_to_read() > 0 {
-                let mut rbuf = match self.rbuf.take() {
-                    Some(b) => b,
-                    None => cx.take_rbuf(),
-                };
-                if self.rend == rbuf.len() && self.rstart > 0 {
-                    rbuf.copy_within(self.rstart..self.rend, 0);
-                    self.rend -= self.rstart;
-                    self.rstart = 0;
-                }
+                let mut rbuf = self.rbuf_for_read(cx);
                 let space = rbuf.len() - self.rend;
+                let Transport::Tls(t) = &mut self.transport else {
+                    self.rbuf = Some(rbuf);
+                    return Err(());
+                };
                 let n = if space == 0 { Ok(0) } else { t.conn.reader().read(&mut rbuf[self.rend..]) };
                 self.rbuf = Some(rbuf);
                 let n = match n {
