@@ -16,21 +16,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{connect, spawn_listening, try_read_response, Server, Spawned};
-
-/// Polls `f` every 50 ms until it is true or `limit` has passed.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-}
+use common::{connect, spawn_listening, try_read_response, wait_until, Server, Spawned};
 
 /// `GET path` on a fresh connection, in thttpd's personality: the status.
 fn status_of(addr: std::net::SocketAddr, path: &str) -> u16 {
@@ -72,15 +58,15 @@ fn a_permission_change_takes_effect_within_revalidate() {
         }
         // World-executable: refused (a CGI program in thttpd), readable by anyone.
         mode(0o755);
-        if !eventually(limit, || status_of(addr, "/page.txt") == 403) {
+        if !wait_until(limit, || status_of(addr, "/page.txt") == 403) {
             return Err("still served 5 s after chmod 755".into());
         }
         mode(0o644);
-        if !eventually(limit, || status_of(addr, "/page.txt") == 200) {
+        if !wait_until(limit, || status_of(addr, "/page.txt") == 200) {
             return Err("still refused 5 s after chmod 644 again".into());
         }
         mode(0o640);
-        if !eventually(limit, || status_of(addr, "/page.txt") == 403) {
+        if !wait_until(limit, || status_of(addr, "/page.txt") == 403) {
             return Err("still served 5 s after chmod 640".into());
         }
         // A directory listing follows its directory's mode the same way.
@@ -88,7 +74,7 @@ fn a_permission_change_takes_effect_within_revalidate() {
             return Err("a world-readable directory is not listed".into());
         }
         fs::set_permissions(&sub, fs::Permissions::from_mode(0o711)).unwrap();
-        if !eventually(limit, || status_of(addr, "/sub/") == 403) {
+        if !wait_until(limit, || status_of(addr, "/sub/") == 403) {
             return Err("a directory is still listed 5 s after chmod 711".into());
         }
         Ok(())

@@ -61,19 +61,6 @@ fn report(test: &str, stage: &str, g: Gauge) {
     eprintln!("[{test}] {stage:<28} VmRSS {:>7} kB  RssAnon {:>7} kB  fds {:>5}", g.rss_kb, g.anon_kb, g.fds);
 }
 
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        sleep(Duration::from_millis(25));
-    }
-}
-
 /// A GET with `Connection: close` on a fresh connection: the response and how long it took
 /// from connect to the last body byte.
 fn timed_get(addr: SocketAddr, path: &str) -> Result<(Response, Duration), String> {

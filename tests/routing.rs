@@ -6,7 +6,7 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -57,17 +57,6 @@ fn expect(f: &mut Failures, srv: &Server, target: &str, status: u16, location: O
         target,
         if problems.is_empty() { Ok(()) } else { Err(format!("{}\n{}", problems.join("; "), r.describe())) },
     );
-}
-
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
 }
 
 #[test]

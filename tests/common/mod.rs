@@ -1336,3 +1336,17 @@ pub fn split_curl_dump(out: &[u8]) -> Option<Response> {
         return Some(Response { status_line, version, status, reason, headers, body: body.to_vec() });
     }
 }
+
+/// Polls `f` every 25 ms until it is true (then true) or `limit` has passed (then false).
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(25));
+    }
+}
