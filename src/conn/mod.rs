@@ -1,4 +1,5 @@
-//! One client connection: a small state machine and its output queue.
+//! One client connection: a small state machine, its transport, and the HTTP/1.1 writer of
+//! its [`Exchange`] (the current request's answer, `exchange.rs`).
 //!
 //! ```text
 //!   Idle ──bytes──▶ Head ──complete head──▶ Send ──done, keep-alive──▶ Idle
@@ -31,24 +32,24 @@ use std::io::{self, Read};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
+mod exchange;
 mod routing;
 mod serve;
 #[cfg(feature = "tls")]
 mod tls_io;
 
-use crate::fs::cache::{self, FileEntry};
-use crate::http::range::ByteRange;
+use crate::fs::cache;
 use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
 use crate::http::response::Head;
 use crate::log::{Pending, Record, RequestLine};
 use crate::server::Ctx;
 use crate::sys;
-use crate::thttpd::throttle::{self, Admission, RateLimiter};
+use crate::thttpd::throttle::{self, RateLimiter};
+use exchange::{Body, Exchange};
 
 /// Bytes one connection may write per wake-up before others get their turn.
 const WRITE_BUDGET: usize = 1024 * 1024;
@@ -99,44 +100,6 @@ pub enum Drive {
     Pause(u64),
 }
 
-/// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
-/// of the representation (none for the closing delimiter).
-struct Part {
-    framing: Vec<u8>,
-    range: Option<ByteRange>,
-}
-
-/// The body part of the output queue.
-enum Body {
-    None,
-    /// Bytes in memory (error pages), sent with the head in one `sendmsg`.
-    Mem {
-        buf: Vec<u8>,
-        pos: usize,
-    },
-    /// A range of a cached, memory-mapped file or of a cached listing (shared, never copied),
-    /// sent with the head in one `sendmsg`.
-    Mapped {
-        entry: Rc<FileEntry>,
-        pos: usize,
-        end: usize,
-    },
-    /// A range of a cached file's descriptor, sent with `sendfile` (or, when sendfile is
-    /// off, read into `stage` and written); `pos..end` is what is left to read.
-    File {
-        entry: Rc<FileEntry>,
-        pos: u64,
-        end: u64,
-        stage: Option<Staged>,
-    },
-}
-
-/// File bytes read into memory when sendfile is off.
-struct Staged {
-    buf: Vec<u8>,
-    pos: usize,
-}
-
 /// A request body still to be read and thrown away before the next request.
 enum Discard {
     None,
@@ -168,10 +131,6 @@ pub struct Conn {
     pub peer: IpAddr,
     /// Unique for the life of the process (slab keys are reused after a close).
     id: u64,
-    /// The verification job a paused request waits for.
-    waiting: Option<u64>,
-    /// The client of the current request: `peer`, or the address a trusted proxy gave.
-    client: IpAddr,
     phase: Phase,
     /// Read buffer (from the pool), `rbuf[rstart..rend]` unconsumed.
     rbuf: Option<Box<[u8]>>,
@@ -182,10 +141,8 @@ pub struct Conn {
     peer_eof: bool,
     /// The poller reported the peer's FIN.
     rdhup: bool,
-    /// Response head, `head[head_pos..]` unsent.
-    head: Vec<u8>,
-    head_pos: usize,
-    body: Body,
+    /// The response of the current request.
+    ex: Exchange,
     /// Close once the queued response is out.
     close_after: bool,
     discard: Discard,
@@ -195,34 +152,18 @@ pub struct Conn {
     pub queued: bool,
     /// In the poller's set (a connection answered at once after accept never joins it).
     pub registered: bool,
-    log: Pending,
-    body_sent: u64,
     lingered: usize,
-    /// Status of the response being sent, and when sending started.
-    status: u16,
-    send_started: Instant,
-    /// Remaining parts of a multipart response (last part first) and their representation.
-    parts: Vec<Part>,
-    rep: Option<Rc<FileEntry>>,
-    /// The authenticated user and the virtual host of the current request, for the log.
-    user: Option<String>,
-    vhost: Option<String>,
-    /// The throttle rules this transfer counts against, with its share of their rate.
-    throttle: Option<(Admission, RateLimiter)>,
-    /// The per-connection rate limit (`limit_rate`).
-    limit: Option<RateLimiter>,
 }
 
 impl Conn {
     pub fn new(sock: TcpStream, peer: IpAddr, cx: &Ctx) -> Conn {
+        let fd = sock.as_raw_fd();
         Conn {
             sock,
             #[cfg(feature = "tls")]
             transport: Transport::Plain,
             peer,
             id: cx.counters.accepted,
-            waiting: None,
-            client: peer,
             phase: Phase::Idle,
             rbuf: None,
             rstart: 0,
@@ -231,26 +172,14 @@ impl Conn {
             writable: true,
             peer_eof: false,
             rdhup: false,
-            head: Vec::new(),
-            head_pos: 0,
-            body: Body::None,
+            ex: Exchange::new(fd, peer, cx.clock.now),
             close_after: false,
             discard: Discard::None,
             served: 0,
             deadline: cx.clock.now + cx.cfg.header_timeout,
             queued: false,
             registered: false,
-            log: Pending::default(),
-            body_sent: 0,
             lingered: 0,
-            status: 0,
-            send_started: cx.clock.now,
-            parts: Vec::new(),
-            rep: None,
-            user: None,
-            vhost: None,
-            throttle: None,
-            limit: None,
         }
     }
 
@@ -264,7 +193,7 @@ impl Conn {
     pub fn resume(&mut self) {
         if self.phase == Phase::Paused {
             self.phase = Phase::Head;
-            self.waiting = None;
+            self.ex.waiting = None;
         }
     }
 
@@ -293,20 +222,20 @@ impl Conn {
         if self.phase != Phase::Send {
             return false;
         }
-        let paced = [self.throttle.as_ref().map(|(_, l)| l), self.limit.as_ref()];
+        let paced = [self.ex.throttle.as_ref().map(|(_, l)| l), self.ex.limit.as_ref()];
         let allowed = paced.into_iter().flatten().map(RateLimiter::rate).filter(|&r| r != 0).min();
         let rate = throttle::floor_rate(cx.cfg.min_send_rate, allowed.unwrap_or(u64::MAX));
         if rate == 0 {
             return false;
         }
-        let age = now.saturating_duration_since(self.send_started);
+        let age = now.saturating_duration_since(self.ex.send_started);
         if age <= cx.cfg.send_timeout {
             return false;
         }
         // What the client has received, not what the kernel took: the send buffer can hold
         // megabytes, and a client that reads nothing would otherwise look fast for a while.
         let queued = sys::unacked_bytes(self.sock.as_raw_fd()).unwrap_or(0);
-        (self.body_sent.saturating_sub(queued) as f64) < rate as f64 * age.as_secs_f64()
+        (self.ex.body_sent.saturating_sub(queued) as f64) < rate as f64 * age.as_secs_f64()
     }
 
     /// The connection's state, for the status page.
@@ -341,29 +270,7 @@ impl Conn {
         if let Some(b) = self.rbuf.take() {
             cx.put_rbuf(b);
         }
-        self.end_transfer(cx);
-    }
-
-    /// Releases everything that belongs to the response just sent (or abandoned).
-    fn end_transfer(&mut self, cx: &mut Ctx) {
-        self.release_body(cx);
-        for part in self.parts.drain(..) {
-            cx.put_body(part.framing);
-        }
-        self.rep = None;
-        if let Some((adm, _)) = self.throttle.take() {
-            cx.throttles.finish(&adm);
-        }
-        self.limit = None;
-        self.user = None;
-        self.vhost = None;
-    }
-
-    fn release_body(&mut self, cx: &mut Ctx) {
-        match std::mem::replace(&mut self.body, Body::None) {
-            Body::Mem { buf, .. } | Body::File { stage: Some(Staged { buf, .. }), .. } => cx.put_body(buf),
-            _ => {}
-        }
+        self.ex.end_transfer(cx);
     }
 
     /// Runs the state machine until it has to wait.
@@ -374,7 +281,7 @@ impl Conn {
             match self.phase {
                 Phase::Send => match self.write(cx, &mut budget) {
                     WriteResult::Done => {
-                        if self.next_part(cx) {
+                        if self.ex.next_part(cx) {
                             continue;
                         }
                         self.finish_response(cx);
@@ -400,7 +307,7 @@ impl Conn {
                             continue;
                         }
                         Ok(false) => {
-                            if let (Phase::Paused, Some(job)) = (self.phase, self.waiting) {
+                            if let (Phase::Paused, Some(job)) = (self.phase, self.ex.waiting) {
                                 return Drive::Pause(job);
                             }
                         }
@@ -603,7 +510,8 @@ impl Conn {
             Framing::Chunked => self.discard = Discard::Chunked(ChunkedSkipper::default()),
         }
         self.close_after = !keep;
-        self.client = if cx.cfg.trusted_proxies.is_empty() {
+        self.ex.keep = keep;
+        self.ex.client = if cx.cfg.trusted_proxies.is_empty() {
             self.peer
         } else {
             crate::http::forwarded::client(self.peer, &cx.cfg.trusted_proxies, req.forwarded, req.x_forwarded_for)
@@ -613,31 +521,31 @@ impl Conn {
         let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
         let status = match req.method {
             #[cfg(feature = "tls")]
-            _ if self.misdirected(cx, req) => self.simple_response(cx, 421, req, None),
-            Method::Get | Method::Head if is_health => self.health(cx, req),
-            Method::Get | Method::Head if is_status_page => self.status_page(cx, req),
-            Method::Get | Method::Head => self.serve_file(cx, req),
+            _ if self.misdirected(cx, req) => self.ex.simple_response(cx, 421, req, None),
+            Method::Get | Method::Head if is_health => self.ex.health(cx, req),
+            Method::Get | Method::Head if is_status_page => self.ex.status_page(cx, req),
+            Method::Get | Method::Head => self.ex.serve_file(cx, req),
             Method::Options => {
-                let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), &cx.fixed_fields);
+                let mut h = Head::new(&mut self.ex.head, 204, cx.clock.http_date(), &cx.fixed_fields);
                 h.field("Allow", ALLOW);
                 h.finish(keep, req.minor);
                 204
             }
-            _ => self.simple_response(cx, 405, req, None),
+            _ => self.ex.simple_response(cx, 405, req, None),
         };
-        if self.waiting.is_some() {
+        if self.ex.waiting.is_some() {
             // Undo what answering began; the request is parsed again on resume.
             debug_assert_eq!(status, serve::PAUSED);
             self.discard = Discard::None;
             self.close_after = close_before;
-            self.user = None;
-            self.vhost = None;
+            self.ex.user = None;
+            self.ex.vhost = None;
             self.phase = Phase::Paused;
             return false;
         }
         if is_health && !cx.cfg.health_log && matches!(req.method, Method::Get | Method::Head) {
             // An empty pending line is never written.
-            self.log = Pending::default();
+            self.ex.log = Pending::default();
         } else {
             self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
         }
@@ -648,9 +556,10 @@ impl Conn {
     /// Answers a request that cannot be trusted, and closes after the response.
     fn reject(&mut self, cx: &mut Ctx, rej: Reject, line: RequestLine<'_>) {
         self.close_after = true;
-        self.client = self.peer;
+        self.ex.keep = false;
+        self.ex.client = self.peer;
         self.discard = Discard::None;
-        self.simple_response_raw(cx, rej.status, 1, false, None);
+        self.ex.simple_response_raw(cx, rej.status, 1, false, None);
         self.begin_log(cx, rej.status, line, None, None);
         self.start_send(cx, rej.status);
     }
@@ -658,34 +567,34 @@ impl Conn {
     fn begin_log(&mut self, cx: &Ctx, status: u16, line: RequestLine<'_>, referer: Option<&[u8]>, ua: Option<&[u8]>) {
         if cx.access.enabled() {
             let rec = Record {
-                client: self.client,
+                client: self.ex.client,
                 time: cx.clock.log_date(),
                 line,
                 status,
                 referer,
                 user_agent: ua,
-                user: self.user.as_deref(),
-                vhost: self.vhost.as_deref(),
+                user: self.ex.user.as_deref(),
+                vhost: self.ex.vhost.as_deref(),
             };
-            cx.access.begin(&mut self.log, &rec);
+            cx.access.begin(&mut self.ex.log, &rec);
         }
     }
 
     fn start_send(&mut self, cx: &Ctx, status: u16) {
-        self.status = status;
-        self.send_started = cx.clock.now;
-        self.head_pos = 0;
-        self.body_sent = 0;
+        self.ex.status = status;
+        self.ex.send_started = cx.clock.now;
+        self.ex.head_pos = 0;
+        self.ex.body_sent = 0;
         self.phase = Phase::Send;
         self.deadline = cx.clock.now + cx.cfg.send_timeout;
     }
 
     fn finish_response(&mut self, cx: &mut Ctx) {
         if cx.access.enabled() {
-            cx.access.finish(&self.log, self.body_sent, cx.clock.now);
+            cx.access.finish(&self.ex.log, self.ex.body_sent, cx.clock.now);
         }
-        cx.counters.response(self.status, self.body_sent);
-        self.end_transfer(cx);
+        cx.counters.response(self.ex.status, self.ex.body_sent);
+        self.ex.end_transfer(cx);
         self.served += 1;
         self.phase = Phase::Idle;
         self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
@@ -705,13 +614,13 @@ impl Conn {
             if *budget == 0 {
                 return WriteResult::Budget;
             }
-            let (cap, wake) = self.rate_cap(cx);
-            let head = &self.head[self.head_pos..];
+            let (cap, wake) = self.ex.rate_cap(cx);
+            let head = &self.ex.head[self.ex.head_pos..];
             // The connection closes once the bytes of this send are out: flag them MSG_MORE,
             // and the close (or the shutdown of Linger) that follows at once sends them with
             // the FIN in one segment, a packet and a wake-up fewer for the client.
-            let last = self.close_after && self.parts.is_empty();
-            let (result, body_part) = match &mut self.body {
+            let last = self.close_after && self.ex.parts.is_empty();
+            let (result, body_part) = match &mut self.ex.body {
                 Body::None if head.is_empty() => return WriteResult::Done,
                 Body::None => (sys::send2(fd, head, &[], last), false),
                 Body::Mem { buf, pos } => {
@@ -803,8 +712,8 @@ impl Conn {
                 Ok(n) => {
                     *budget = budget.saturating_sub(n);
                     self.deadline = cx.clock.now + cx.cfg.send_timeout;
-                    let body = self.advance(n, body_part);
-                    self.charge(cx, body);
+                    let body = self.ex.advance(n, body_part);
+                    self.ex.charge(cx, body);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.writable = false;
@@ -822,81 +731,9 @@ impl Conn {
         }
     }
 
-    /// Bytes the rate limits (throttle share, `limit_rate`) allow now, `usize::MAX` without
-    /// limits; when nothing is allowed, also when to try again.
-    fn rate_cap(&mut self, cx: &mut Ctx) -> (usize, Option<Instant>) {
-        let now = cx.clock.now;
-        let mut cap = u64::MAX;
-        let mut wake: Option<Instant> = None;
-        let mut apply = |lim: &mut RateLimiter| {
-            let allowed = lim.allowed(now, u64::MAX);
-            if allowed == 0 {
-                let chunk = (lim.rate() / 10).clamp(1, 4096);
-                let t = lim.next_at(now, chunk).unwrap_or(now + Duration::from_millis(10));
-                wake = Some(wake.map_or(t, |w| w.max(t)));
-            }
-            cap = cap.min(allowed);
-        };
-        if let Some((adm, lim)) = &mut self.throttle {
-            // After a reload changed the rules, a transfer admitted before keeps its rate.
-            if cx.throttles.owns(adm) {
-                lim.set_rate(cx.throttles.allowance(adm));
-            }
-            apply(lim);
-        }
-        if let Some(lim) = &mut self.limit {
-            apply(lim);
-        }
-        (usize::try_from(cap).unwrap_or(usize::MAX), wake)
-    }
-
-    /// Counts body bytes sent against the rate limits.
-    fn charge(&mut self, cx: &mut Ctx, body: u64) {
-        if body == 0 {
-            return;
-        }
-        if let Some((adm, lim)) = &mut self.throttle {
-            lim.consume(body);
-            cx.throttles.sent(adm, body);
-        }
-        if let Some(lim) = &mut self.limit {
-            lim.consume(body);
-        }
-    }
-
-    /// Moves the cursors past `n` sent bytes: head first, then body. Returns the body bytes.
-    fn advance(&mut self, n: usize, body_part: bool) -> u64 {
-        let from_head = n.min(self.head.len() - self.head_pos);
-        self.head_pos += from_head;
-        if !body_part {
-            return 0;
-        }
-        let rest = n - from_head;
-        self.body_sent += rest as u64;
-        match &mut self.body {
-            Body::Mem { pos, .. } | Body::Mapped { pos, .. } | Body::File { stage: Some(Staged { pos, .. }), .. } => {
-                *pos += rest
-            }
-            // sendfile advanced the file offset itself.
-            Body::File { stage: None, .. } | Body::None => {}
-        }
-        rest as u64
-    }
-
-    /// The file shrank while being sent (sendfile hit its end early, or the kernel faulted
-    /// on a mapped page past the new end): the promised length can't be delivered, so the
-    /// connection closes and the stale entry leaves the cache.
+    /// The file shrank while being sent: the connection closes (`Exchange::truncated`).
     fn truncated(&mut self, cx: &mut Ctx) -> WriteResult {
-        if let Body::Mapped { entry, .. } | Body::File { entry, .. } = &self.body {
-            cx.cache.invalidate(entry);
-            cx.errors.log(
-                cx.clock.log_date(),
-                format_args!(
-                    "file {:?} changed size while being sent to {}; connection closed",
-                    entry.url_path, self.peer
-                ),
-            );
-        }
+        self.ex.truncated(cx);
         WriteResult::Closed
     }
 

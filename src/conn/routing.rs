@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use super::Conn;
+use super::exchange::{Body, Exchange};
 use crate::fs::cache::{FileEntry, Lookup};
 use crate::fs::resolve::{ResolveError, ResolveOptions};
 use crate::http::range::ByteRange;
@@ -26,7 +26,7 @@ pub(super) enum Routed {
     Error(u16),
 }
 
-impl Conn {
+impl Exchange {
     /// Routes `path` of the site whose root is `root` (None: the main root).
     pub(super) fn route(&mut self, cx: &mut Ctx, req: &Request<'_>, root: Option<usize>, path: &mut String) -> Routed {
         let (dir, space) = match root {
@@ -64,11 +64,11 @@ impl Conn {
         h.field("Content-Type", b"text/plain; charset=utf-8");
         h.number("Content-Length", 3);
         h.field("Cache-Control", b"no-store");
-        h.finish(!self.close_after, req.minor);
+        h.finish(self.keep, req.minor);
         if req.method != Method::Head {
             let mut buf = cx.take_body();
             buf.extend_from_slice(b"OK\n");
-            self.body = super::Body::Mem { buf, pos: 0 };
+            self.body = Body::Mem { buf, pos: 0 };
         }
         200
     }
@@ -81,7 +81,7 @@ impl Conn {
         h.field("Content-Type", page.content_type.as_bytes());
         h.number("Content-Length", page.size);
         h.field("Cache-Control", b"no-store");
-        h.finish(!self.close_after, req.minor);
+        h.finish(self.keep, req.minor);
         if req.method != Method::Head && page.size > 0 {
             let end = page.size - 1;
             self.body = super::serve::body_for(cx, page, ByteRange { start: 0, end });

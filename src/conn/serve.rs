@@ -20,8 +20,9 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use super::exchange::{Body, Exchange, Part, Staged};
 use super::routing::Routed;
-use super::{Body, Conn, Part, Staged, ALLOW};
+use super::ALLOW;
 use crate::fs::cache::{self, DirEntry, FileEntry, Lookup};
 use crate::fs::listing;
 use crate::fs::resolve::{self, DotfilePolicy, RealPath, ResolveError};
@@ -79,7 +80,7 @@ type Variant = (Rc<FileEntry>, Encoding);
 /// What the serving functions return instead of a status when the request is paused.
 pub(super) const PAUSED: u16 = 0;
 
-impl Conn {
+impl Exchange {
     /// Serves GET/HEAD; returns the status queued.
     pub(super) fn serve_file(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
         if req.path == "*" {
@@ -193,9 +194,9 @@ impl Conn {
         }
         let name = match name {
             Some(h) => h.to_string(),
-            None => match self.sock.local_addr() {
-                Ok(a) => a.ip().to_canonical().to_string(),
-                Err(_) => return Err(400),
+            None => match self.local_ip() {
+                Some(ip) => ip.to_string(),
+                None => return Err(400),
             },
         };
         if name.starts_with('.') || name.contains(['/', '\\']) || name.is_empty() {
@@ -330,7 +331,7 @@ impl Conn {
 
     /// Finds the precompressed sibling to send instead of `entry`, if any: the first of the
     /// client's acceptable encodings (in the server's preference order) whose sibling exists,
-    /// is at least as new, and passes every [`Conn::policy`] the file itself does (a private
+    /// is at least as new, and passes every [`Exchange::policy`] the file itself does (a private
     /// `page.html.gz` beside a public `page.html` is not sent). Returns it and whether any
     /// sibling exists that some client could get (for `Vary`).
     fn pick_variant(
@@ -406,7 +407,7 @@ impl Conn {
             Outcome::NotModified => {
                 let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), &cx.fixed_fields);
                 representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
-                h.finish(!self.close_after, req.minor);
+                h.finish(self.keep, req.minor);
                 return 304;
             }
             Outcome::PreconditionFailed => return self.error_response(cx, 412, req, Some(site)),
@@ -468,7 +469,7 @@ impl Conn {
         };
         h.field("Accept-Ranges", b"bytes");
         representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
-        h.finish(!self.close_after, req.minor);
+        h.finish(self.keep, req.minor);
         if head_only || size == 0 {
             return status;
         }
@@ -553,7 +554,7 @@ impl Conn {
         // Stored, but checked with the validators before every reuse.
         h.field("Cache-Control", b"no-cache");
         h.field("Vary", b"Accept");
-        h.finish(!self.close_after, req.minor);
+        h.finish(self.keep, req.minor);
         if status == 200 && req.method != Method::Head && entry.size > 0 {
             let end = entry.size - 1;
             self.body = body_for(cx, entry, ByteRange { start: 0, end });
@@ -573,7 +574,7 @@ impl Conn {
         h.field("Content-Type", format.content_type().as_bytes());
         h.number("Content-Length", buf.len() as u64);
         h.field("Cache-Control", b"no-store");
-        h.finish(!self.close_after, req.minor);
+        h.finish(self.keep, req.minor);
         self.set_mem_body(cx, buf, req.method == Method::Head);
         200
     }
@@ -593,7 +594,7 @@ impl Conn {
             // page rather than the resource), and preconditions do not apply to it (RFC 9110
             // §13.2.1). `no-store` says what `no-cache` without a validator meant.
             h.field("Cache-Control", b"no-store");
-            h.finish(!self.close_after, req.minor);
+            h.finish(self.keep, req.minor);
             if req.method != Method::Head && page.size > 0 {
                 let end = page.size - 1;
                 self.body = body_for(cx, page, ByteRange { start: 0, end });
@@ -662,7 +663,7 @@ impl Conn {
         if let Some((name, value)) = extra {
             h.field(name, value);
         }
-        h.finish(!self.close_after, minor);
+        h.finish(self.keep, minor);
         self.set_mem_body(cx, buf, head_only);
         status
     }

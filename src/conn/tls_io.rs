@@ -195,11 +195,11 @@ impl Conn {
     /// Hands up to `OUT_LIMIT` bytes of head and body to rustls. `Ok(false)`: the response
     /// is all out; `Err`: sleep (rate limit) or close.
     fn encrypt_batch(&mut self, cx: &mut Ctx) -> Result<bool, WriteResult> {
-        let (mut cap, wake) = self.rate_cap(cx);
+        let (mut cap, wake) = self.ex.rate_cap(cx);
         let mut chunk = [0u8; CHUNK];
         let mut handed = 0;
         while handed < OUT_LIMIT {
-            let head = &self.head[self.head_pos..];
+            let head = &self.ex.head[self.ex.head_pos..];
             let h = head.len().min(CHUNK);
             chunk[..h].copy_from_slice(&head[..h]);
             let room = (CHUNK - h).min(cap);
@@ -224,15 +224,15 @@ impl Conn {
                 }
             };
             let from_head = took.min(h);
-            self.head_pos += from_head;
+            self.ex.head_pos += from_head;
             let from_body = took - from_head;
-            match &mut self.body {
+            match &mut self.ex.body {
                 Body::Mem { pos, .. } | Body::Mapped { pos, .. } => *pos += from_body,
                 Body::File { pos, .. } => *pos += from_body as u64,
                 Body::None => {}
             }
-            self.body_sent += from_body as u64;
-            self.charge(cx, from_body as u64);
+            self.ex.body_sent += from_body as u64;
+            self.ex.charge(cx, from_body as u64);
             cap = cap.saturating_sub(from_body);
             handed += took;
             if took < n {
@@ -245,7 +245,7 @@ impl Conn {
 
     /// Body bytes not yet handed to rustls.
     fn body_left(&self) -> u64 {
-        match &self.body {
+        match &self.ex.body {
             Body::None => 0,
             Body::Mem { buf, pos } => (buf.len() - pos) as u64,
             Body::Mapped { pos, end, .. } => (end - pos) as u64,
@@ -259,7 +259,7 @@ impl Conn {
         if out.is_empty() {
             return Ok(0);
         }
-        let result = match &self.body {
+        let result = match &self.ex.body {
             Body::None => return Ok(0),
             Body::Mem { buf, pos } => {
                 let n = (buf.len() - pos).min(out.len());

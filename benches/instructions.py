@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""User-space instructions per request of ferrohttpd binaries, counted by callgrind.
+
+Wall-clock benchmarks on a shared 2-core machine move by several percent from run to run;
+the instructions a request costs the server in user space do not. This runs each binary
+under `valgrind --tool=callgrind`, serving a 4 KiB file from a temporary root on 127.0.0.1,
+and makes N requests of each kind with a Python client, then a run of one request: the
+difference divided by N - 1 is the cost of one more request, start-up excluded.
+
+    benches/instructions.py [--requests 2000] BINARY [BINARY ...]
+
+Kinds: `keep-alive` (N GETs on one connection) and `close` (N connections, one GET with
+`Connection: close` each). The kernel's share (90 % of the CPU here) is not counted: check
+system calls per request with `strace -c` separately. Needs `valgrind`.
+"""
+
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REQ = b"GET /4k.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: instructions.py\r\nAccept: */*\r\n"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_response(s, buf):
+    """Reads one response with a Content-Length body; returns the bytes after it."""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise OSError("connection closed before a response")
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    if not head.startswith(b"HTTP/1.1 200"):
+        first = head.split(b"\r\n", 1)[0]
+        raise OSError(f"unexpected status line {first!r}")
+    length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+    while len(rest) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise OSError("connection closed inside a body")
+        rest += chunk
+    return rest[length:]
+
+
+def load(port, kind, n):
+    if kind == "keep-alive":
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            buf = b""
+            for _ in range(n):
+                s.sendall(REQ + b"\r\n")
+                buf = read_response(s, buf)
+    else:
+        for _ in range(n):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                s.sendall(REQ + b"Connection: close\r\n\r\n")
+                read_response(s, b"")
+
+
+def count(binary, root, kind, n, work):
+    port = free_port()
+    conf = work / f"c{port}.toml"
+    conf.write_text(
+        f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
+        f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
+    )
+    out = work / f"callgrind.{port}"
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--config", str(conf)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise OSError(f"{binary} did not start listening under valgrind")
+                time.sleep(0.2)
+        load(port, kind, n)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    # The probe connection above costs the same in every run, so it cancels out.
+    m = re.search(r"^summary:\s+(\d+)", out.read_text(), re.M)
+    if not m:
+        raise OSError(f"no summary in {out}")
+    return int(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("binaries", nargs="+")
+    args = ap.parse_args()
+    if args.requests < 2:
+        sys.exit("--requests must be at least 2")
+    with tempfile.TemporaryDirectory(prefix="ferro-instr-") as tmp:
+        work = Path(tmp)
+        root = work / "root"
+        root.mkdir()
+        (root / "4k.bin").write_bytes(os.urandom(4096))
+        print(f"instructions per request (callgrind, {args.requests} requests minus 1)")
+        print(f"{'binary':<50} {'keep-alive':>12} {'close':>12}")
+        for b in args.binaries:
+            row = []
+            for kind in ("keep-alive", "close"):
+                many = count(b, root, kind, args.requests, work)
+                one = count(b, root, kind, 1, work)
+                row.append((many - one) / (args.requests - 1))
+            print(f"{b:<50} {row[0]:>12,.0f} {row[1]:>12,.0f}")
+
+
+if __name__ == "__main__":
+    main()

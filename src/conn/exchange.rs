@@ -1,0 +1,230 @@
+//! One request's answer: the contract between the request pipeline and the protocols.
+//!
+//! The pipeline (`serve.rs`, `routing.rs`: target → site → policy → cache → representation →
+//! preconditions/ranges → headers) answers into an [`Exchange`]: a response head rendered in
+//! HTTP/1.1 form, a body *source* (nothing, bytes in memory, a range of a cached mapping, a
+//! range of a cached file's descriptor, or the parts of a multipart body), and what the
+//! transfer counts against (the access log record, throttles, `limit_rate`). Body bytes are
+//! described, never copied: the protocol's writer pulls them at the last moment.
+//!
+//! HTTP/1.1 has one exchange per connection (`Conn::ex`), reused from request to request,
+//! and writes the head block as it is. A protocol with several requests in flight keeps one
+//! per stream and turns the head block into its own framing. Nothing here knows about the
+//! transport.
+
+use std::net::IpAddr;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::fs::cache::FileEntry;
+use crate::http::range::ByteRange;
+use crate::log::Pending;
+use crate::server::Ctx;
+use crate::thttpd::throttle::{Admission, RateLimiter};
+
+/// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
+/// of the representation (none for the closing delimiter).
+pub(super) struct Part {
+    pub(super) framing: Vec<u8>,
+    pub(super) range: Option<ByteRange>,
+}
+
+/// Where the body bytes of a response come from.
+pub(super) enum Body {
+    None,
+    /// Bytes in memory (error pages), sent with the head in one `sendmsg`.
+    Mem {
+        buf: Vec<u8>,
+        pos: usize,
+    },
+    /// A range of a cached, memory-mapped file or of a cached listing (shared, never copied),
+    /// sent with the head in one `sendmsg`.
+    Mapped {
+        entry: Rc<FileEntry>,
+        pos: usize,
+        end: usize,
+    },
+    /// A range of a cached file's descriptor, sent with `sendfile` (or, when sendfile is
+    /// off, read into `stage` and written); `pos..end` is what is left to read.
+    File {
+        entry: Rc<FileEntry>,
+        pos: u64,
+        end: u64,
+        stage: Option<Staged>,
+    },
+}
+
+/// File bytes read into memory when sendfile is off.
+pub(super) struct Staged {
+    pub(super) buf: Vec<u8>,
+    pub(super) pos: usize,
+}
+
+/// A request's response and its transfer state. See the module docs.
+pub(super) struct Exchange {
+    /// The connection's socket, for its local address (thttpd's `-v` without a Host). Valid
+    /// for the life of the connection that owns this exchange.
+    fd: RawFd,
+    /// The connection's peer, and the client of the current request: `peer`, or the
+    /// address a trusted proxy gave.
+    pub(super) peer: IpAddr,
+    pub(super) client: IpAddr,
+    /// The response head keeps the connection open (HTTP/1.1's `Connection` field).
+    pub(super) keep: bool,
+    /// Response head, `head[head_pos..]` unsent. While a multipart body is sent, the
+    /// framing of the current part.
+    pub(super) head: Vec<u8>,
+    pub(super) head_pos: usize,
+    pub(super) body: Body,
+    /// Remaining parts of a multipart response (last part first) and their representation.
+    pub(super) parts: Vec<Part>,
+    pub(super) rep: Option<Rc<FileEntry>>,
+    /// The verification job a paused request waits for.
+    pub(super) waiting: Option<u64>,
+    /// Status of the response being sent, when sending started, and body bytes sent.
+    pub(super) status: u16,
+    pub(super) send_started: Instant,
+    pub(super) body_sent: u64,
+    pub(super) log: Pending,
+    /// The authenticated user and the virtual host of the current request, for the log.
+    pub(super) user: Option<String>,
+    pub(super) vhost: Option<String>,
+    /// The throttle rules this transfer counts against, with its share of their rate.
+    pub(super) throttle: Option<(Admission, RateLimiter)>,
+    /// The per-connection rate limit (`limit_rate`).
+    pub(super) limit: Option<RateLimiter>,
+}
+
+impl Exchange {
+    pub(super) fn new(fd: RawFd, peer: IpAddr, now: Instant) -> Exchange {
+        Exchange {
+            fd,
+            peer,
+            client: peer,
+            keep: true,
+            head: Vec::new(),
+            head_pos: 0,
+            body: Body::None,
+            parts: Vec::new(),
+            rep: None,
+            waiting: None,
+            status: 0,
+            send_started: now,
+            body_sent: 0,
+            log: Pending::default(),
+            user: None,
+            vhost: None,
+            throttle: None,
+            limit: None,
+        }
+    }
+
+    /// The address the connection was accepted on.
+    pub(super) fn local_ip(&self) -> Option<IpAddr> {
+        // SAFETY: `fd` is the socket of the connection that owns this exchange, open for as
+        // long as the exchange exists; it is only borrowed for this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
+        let addr = socket2::SockRef::from(&fd).local_addr().ok()?;
+        addr.as_socket().map(|a| a.ip().to_canonical())
+    }
+
+    /// Releases everything that belongs to the response just sent (or abandoned).
+    pub(super) fn end_transfer(&mut self, cx: &mut Ctx) {
+        self.release_body(cx);
+        for part in self.parts.drain(..) {
+            cx.put_body(part.framing);
+        }
+        self.rep = None;
+        if let Some((adm, _)) = self.throttle.take() {
+            cx.throttles.finish(&adm);
+        }
+        self.limit = None;
+        self.user = None;
+        self.vhost = None;
+    }
+
+    pub(super) fn release_body(&mut self, cx: &mut Ctx) {
+        match std::mem::replace(&mut self.body, Body::None) {
+            Body::Mem { buf, .. } | Body::File { stage: Some(Staged { buf, .. }), .. } => cx.put_body(buf),
+            _ => {}
+        }
+    }
+
+    /// Bytes the rate limits (throttle share, `limit_rate`) allow now, `usize::MAX` without
+    /// limits; when nothing is allowed, also when to try again.
+    pub(super) fn rate_cap(&mut self, cx: &mut Ctx) -> (usize, Option<Instant>) {
+        let now = cx.clock.now;
+        let mut cap = u64::MAX;
+        let mut wake: Option<Instant> = None;
+        let mut apply = |lim: &mut RateLimiter| {
+            let allowed = lim.allowed(now, u64::MAX);
+            if allowed == 0 {
+                let chunk = (lim.rate() / 10).clamp(1, 4096);
+                let t = lim.next_at(now, chunk).unwrap_or(now + Duration::from_millis(10));
+                wake = Some(wake.map_or(t, |w| w.max(t)));
+            }
+            cap = cap.min(allowed);
+        };
+        if let Some((adm, lim)) = &mut self.throttle {
+            // After a reload changed the rules, a transfer admitted before keeps its rate.
+            if cx.throttles.owns(adm) {
+                lim.set_rate(cx.throttles.allowance(adm));
+            }
+            apply(lim);
+        }
+        if let Some(lim) = &mut self.limit {
+            apply(lim);
+        }
+        (usize::try_from(cap).unwrap_or(usize::MAX), wake)
+    }
+
+    /// Counts body bytes sent against the rate limits.
+    pub(super) fn charge(&mut self, cx: &mut Ctx, body: u64) {
+        if body == 0 {
+            return;
+        }
+        if let Some((adm, lim)) = &mut self.throttle {
+            lim.consume(body);
+            cx.throttles.sent(adm, body);
+        }
+        if let Some(lim) = &mut self.limit {
+            lim.consume(body);
+        }
+    }
+
+    /// Moves the cursors past `n` sent bytes: head first, then body. Returns the body bytes.
+    pub(super) fn advance(&mut self, n: usize, body_part: bool) -> u64 {
+        let from_head = n.min(self.head.len() - self.head_pos);
+        self.head_pos += from_head;
+        if !body_part {
+            return 0;
+        }
+        let rest = n - from_head;
+        self.body_sent += rest as u64;
+        match &mut self.body {
+            Body::Mem { pos, .. } | Body::Mapped { pos, .. } | Body::File { stage: Some(Staged { pos, .. }), .. } => {
+                *pos += rest
+            }
+            // sendfile advanced the file offset itself.
+            Body::File { stage: None, .. } | Body::None => {}
+        }
+        rest as u64
+    }
+
+    /// The file shrank while being sent (sendfile hit its end early, or the kernel faulted
+    /// on a mapped page past the new end): the promised length can't be delivered, so the
+    /// stale entry leaves the cache and the caller closes the connection (or the stream).
+    pub(super) fn truncated(&mut self, cx: &mut Ctx) {
+        if let Body::Mapped { entry, .. } | Body::File { entry, .. } = &self.body {
+            cx.cache.invalidate(entry);
+            cx.errors.log(
+                cx.clock.log_date(),
+                format_args!(
+                    "file {:?} changed size while being sent to {}; connection closed",
+                    entry.url_path, self.peer
+                ),
+            );
+        }
+    }
+}
