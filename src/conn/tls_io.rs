@@ -18,6 +18,10 @@
 //! * **Handshake**: runs in the loop like any other input, under `[tls] handshake_timeout`.
 //!   Garbage, plain HTTP sent to the TLS port, a failed handshake or a truncated record
 //!   closes the connection (after rustls's alert, when it has one) without a log line.
+//! * **Kept out of the plain path**: the entry points `Conn::drive` calls (`fill_tls`,
+//!   `write_tls`, `tls_close_notify`) are never inlined. Inlined, rustls's record processing
+//!   and the 16 KiB record buffer gave `drive` a 32 KiB stack frame, probed page by page on
+//!   every wake-up of every connection, plain ones too, and kept resident.
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
@@ -99,6 +103,7 @@ impl Conn {
     /// Moves input forward while a request is awaited: sends handshake output, reads
     /// ciphertext, decrypts into the read buffer. `Ok(true)`: progress (decrypted bytes, or
     /// the peer's end); `Ok(false)`: wait for readiness; `Err`: close.
+    #[inline(never)]
     pub(super) fn fill_tls(&mut self, cx: &mut Ctx) -> Result<bool, ()> {
         let mut unlimited = usize::MAX;
         loop {
@@ -166,6 +171,7 @@ impl Conn {
 
     /// Sends close_notify before the connection closes (best effort: what the socket takes
     /// now).
+    #[inline(never)]
     pub(super) fn tls_close_notify(&mut self) {
         if let Transport::Tls(t) = &mut self.transport {
             t.conn.send_close_notify();
@@ -176,6 +182,7 @@ impl Conn {
     }
 
     /// [`Conn::write`] for TLS: flush what is encrypted, encrypt the next batch, repeat.
+    #[inline(never)]
     pub(super) fn write_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
         loop {
             match self.flush_tls(cx, budget) {

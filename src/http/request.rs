@@ -160,15 +160,35 @@ fn higher_minor_version(buf: &[u8]) -> Option<usize> {
 /// ignore at least one empty line there; more than two is not a client bug but garbage.
 const MAX_LEADING_EMPTY: usize = 4;
 
+/// Header slots kept on the stack while parsing; a configured `max_headers` above this
+/// takes its slots from the heap. (Slots for all of [`MAX_HEADERS`] made a 32 KiB stack
+/// frame, probed page by page and kept resident, on every request.)
+const STACK_HEADERS: usize = 128;
+
 /// Parses a head that [`patch_version`] has seen (see [`parse`]).
 pub fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>, Reject> {
     if buf.iter().take(MAX_LEADING_EMPTY + 1).all(|&b| b == b'\r' || b == b'\n') && buf.len() > MAX_LEADING_EMPTY {
         return Err(reject(400, "empty lines instead of a request line"));
     }
     let n = limits.max_headers.min(MAX_HEADERS);
-    let mut storage = [const { MaybeUninit::<httparse::Header<'b>>::uninit() }; MAX_HEADERS];
+    if n <= STACK_HEADERS {
+        let mut storage = [const { MaybeUninit::<httparse::Header<'b>>::uninit() }; STACK_HEADERS];
+        parse_into(buf, limits, &mut storage[..n])
+    } else {
+        let mut storage = Vec::with_capacity(n);
+        storage.resize_with(n, MaybeUninit::<httparse::Header<'b>>::uninit);
+        parse_into(buf, limits, &mut storage)
+    }
+}
+
+/// [`parse_head`] with `storage` for the header slots (its length is the limit).
+fn parse_into<'b>(
+    buf: &'b [u8],
+    limits: &Limits,
+    storage: &mut [MaybeUninit<httparse::Header<'b>>],
+) -> Result<Option<Request<'b>>, Reject> {
     let mut req = httparse::Request::new(&mut []);
-    let status = req.parse_with_uninit_headers(buf, &mut storage[..n]);
+    let status = req.parse_with_uninit_headers(buf, storage);
     let head_len = match status {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return incomplete(buf, limits).map(|()| None),
@@ -834,6 +854,28 @@ mod tests {
             Ok(None) => 0,
             Err(r) => r.status,
         }
+    }
+
+    /// A `max_headers` above the slots kept on the stack takes its slots from the heap,
+    /// with the same limit.
+    #[test]
+    fn header_limits_above_the_stack_slots() {
+        let limits = Limits { max_header_bytes: 64 * 1024, max_uri_bytes: 1024, max_headers: 300 };
+        let head = |fields: usize| {
+            let mut h = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+            for i in 1..fields {
+                h.extend_from_slice(format!("X-F{i}: v\r\n").as_bytes());
+            }
+            h.extend_from_slice(b"\r\n");
+            h
+        };
+        let ok = head(300);
+        assert!(matches!(parse_head(&ok, &limits), Ok(Some(_))));
+        let over = head(301);
+        assert_eq!(parse_head(&over, &limits).err().map(|r| r.status), Some(431));
+        let at_stack = Limits { max_headers: STACK_HEADERS, ..limits };
+        assert!(matches!(parse_head(&head(STACK_HEADERS), &at_stack), Ok(Some(_))));
+        assert_eq!(parse_head(&head(STACK_HEADERS + 1), &at_stack).err().map(|r| r.status), Some(431));
     }
 
     #[test]
