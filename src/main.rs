@@ -136,7 +136,7 @@ fn check(launch: Launch) -> ExitCode {
         Err(e) => return r.fail(e),
     };
     #[cfg(feature = "tls")]
-    match ferrohttpd::tls::server_config(&cfg) {
+    match ferrohttpd::tls::server_config(&cfg, None) {
         Ok(Some((_, tls_warnings))) => tls_warnings.iter().for_each(|w| r.warn(w)),
         Ok(None) => {}
         Err(e) => return r.fail(e),

@@ -96,6 +96,9 @@ pub struct Ctx {
     bodies: Vec<Vec<u8>>,
     /// Site routing (`crate::route`); `routes.active` is false when none is configured.
     pub routes: Routes,
+    /// The port of the first TLS listener as bound (`[tls] redirect_http` sends clients there).
+    #[cfg(feature = "tls")]
+    pub https_port: u16,
 }
 
 impl Ctx {
@@ -385,10 +388,12 @@ impl Server {
         #[cfg(feature = "tls")]
         let tls_from = bound.len().saturating_sub(cfg.tls.listen.len());
         #[cfg(feature = "tls")]
-        let (tls, tls_warnings) = match crate::tls::server_config(&cfg).map_err(StartError)? {
+        let (tls, tls_warnings) = match crate::tls::server_config(&cfg, None).map_err(StartError)? {
             Some((c, w)) => (Some(c), w),
             None => (None, Vec::new()),
         };
+        #[cfg(feature = "tls")]
+        let https_port = bound.get(tls_from).and_then(|l| l.local_addr().ok()).map_or(443, |a| a.port());
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
         let mut listeners = Vec::new();
         for (i, mut l) in bound.into_iter().enumerate() {
@@ -439,6 +444,8 @@ impl Server {
             rbufs: Vec::new(),
             bodies: Vec::new(),
             routes,
+            #[cfg(feature = "tls")]
+            https_port,
         };
         cx.config_loaded = cx.clock.log_date().to_string();
         for w in &route_warnings {
@@ -971,7 +978,18 @@ impl Server {
         // Certificates are read again: a renewed one serves new connections, while those in
         // flight finish with the one they started with. One that fails keeps the old.
         #[cfg(feature = "tls")]
-        let (tls, tls_warnings) = match crate::tls::server_config(&new)? {
+        if new.tls.ticket_lifetime != self.cx.cfg.tls.ticket_lifetime && new.tls.ticket_key_file.is_none() {
+            // Every worker must agree on the periods of the generated ticket keys.
+            self.cx.error(format_args!(
+                "tls.ticket_lifetime cannot change without a restart when the ticket keys are generated; keeping {} s",
+                self.cx.cfg.tls.ticket_lifetime.as_secs()
+            ));
+            new.tls.ticket_lifetime = self.cx.cfg.tls.ticket_lifetime;
+        }
+        #[cfg(feature = "tls")]
+        let previous = self.tls.as_deref().map(|sc| (&self.cx.cfg, sc));
+        #[cfg(feature = "tls")]
+        let (tls, tls_warnings) = match crate::tls::server_config(&new, previous)? {
             Some((c, w)) => (Some(c), w),
             None => (None, Vec::new()),
         };

@@ -61,6 +61,13 @@ pub fn run(cfg: Config, listeners: Listeners, reloader: Reloader) -> Result<u8, 
         .collect();
     let mut stopping = false;
     loop {
+        // The generated session-ticket secret: made before the first fork, so every worker
+        // (and every replacement) derives the same keys, and moved on with the periods so
+        // this process never holds an expired one (`tls::tickets`).
+        #[cfg(feature = "tls")]
+        if !cfg.tls.listen.is_empty() {
+            crate::tls::tickets::prepare(cfg.tls.ticket_lifetime).map_err(StartError)?;
+        }
         let now = Instant::now();
         if !stopping {
             for (i, slot) in slots.iter_mut().enumerate() {

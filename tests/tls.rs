@@ -374,7 +374,7 @@ fn certificate_errors_stop_the_start_and_name_the_file() {
         (check, start, dir)
     };
     type Case = (&'static str, fn(&Path), &'static str);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         ("cert = \"missing.crt\"\nkey = \"localhost.key\"\n", |_| {}, "missing.crt"),
         ("cert = \"localhost.key\"\nkey = \"localhost.key\"\n", |_| {}, "no PEM certificate"),
         (
@@ -383,6 +383,11 @@ fn certificate_errors_stop_the_start_and_name_the_file() {
             "empty.key",
         ),
         ("cert = \"localhost.crt\"\nkey = \"other.key\"\n", |_| {}, "does not match"),
+        (
+            "cert = \"localhost.crt\"\nkey = \"localhost.key\"\nticket_key_file = \"short.key\"\n",
+            |d| std::fs::write(d.join("short.key"), "0123456789").unwrap(),
+            "ticket key file",
+        ),
     ];
     for (tls, setup, want) in cases {
         let (check, start, _dir) = run(tls, setup, true);
@@ -449,4 +454,158 @@ fn sighup_reloads_certificates_and_a_bad_one_keeps_the_old() {
     let err = srv.stderr_text();
     assert!(err.contains("localhost.crt") && err.contains("no PEM certificate"), "{err}");
     assert_eq!(served_subject(&srv), "subject=O=renewed,CN=localhost");
+}
+
+/// One `openssl s_client` GET of `path` on a new connection: (whether the session was
+/// resumed, the protocol, the response text). `sess`: `-sess_out` or `-sess_in` and a file.
+fn resume_probe(addr: SocketAddr, args: &[&str], path: &str) -> (bool, String, String) {
+    let (ok, out, err) = s_client(addr, args, get_close(path, "localhost").as_bytes());
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(ok, "s_client {args:?}: {err}\n{text}");
+    let line = text.lines().find(|l| l.starts_with("New, ") || l.starts_with("Reused, ")).unwrap_or("");
+    let proto = line.split(", ").nth(1).unwrap_or("").to_string();
+    (line.starts_with("Reused, "), proto, text)
+}
+
+fn sess_file(srv: &Server, name: &str) -> String {
+    srv.dir().join(name).to_str().unwrap().to_string()
+}
+
+#[test]
+fn sessions_resume_by_ticket_in_tls13_and_tls12_and_by_the_cache_without_tickets() {
+    let srv = tls_server("", "", |_, _| {});
+    let addr = srv.tls_addr();
+    for (name, args) in [
+        ("tls13-ticket", &["-tls1_3"][..]),
+        ("tls12-ticket", &["-tls1_2"][..]),
+        // TLS 1.2 without the ticket extension: a session ID, from the stateful cache.
+        ("tls12-id", &["-tls1_2", "-no_ticket"][..]),
+    ] {
+        let f = sess_file(&srv, name);
+        let with = |flag: &'static str| [args, &["-servername", "localhost", flag, &f]].concat();
+        let (reused, proto, text) = resume_probe(addr, &with("-sess_out"), "/file.txt");
+        assert!(!reused, "{name}: the first connection resumed:\n{text}");
+        assert!(text.contains("\r\n\r\nhello, world\n"), "{name}: {text}");
+        for _ in 0..2 {
+            let (reused, again, text) = resume_probe(addr, &with("-sess_in"), "/file.txt");
+            assert!(reused, "{name}: not resumed:\n{text}");
+            assert_eq!(proto, again, "{name}");
+            assert!(text.contains("\r\n\r\nhello, world\n"), "{name}: {text}");
+        }
+    }
+
+    // Tickets off, cache off: nothing resumes. Tickets off, cache on: TLS 1.3 resumes from
+    // the cache (a stateful ticket).
+    for (tls, resumes) in [("session_tickets = false\nsession_cache = 0", false), ("session_tickets = false", true)] {
+        let srv = tls_server(tls, "", |_, _| {});
+        for v in ["-tls1_3", "-tls1_2"] {
+            let f = sess_file(&srv, "s");
+            let _ = resume_probe(srv.tls_addr(), &[v, "-servername", "localhost", "-sess_out", &f], "/file.txt");
+            if !Path::new(&f).exists() {
+                // Neither tickets nor a cache: no ticket or session ID was even sent.
+                assert!(!resumes, "{tls} {v}: no session to resume");
+                continue;
+            }
+            let (reused, _, text) =
+                resume_probe(srv.tls_addr(), &[v, "-servername", "localhost", "-sess_in", &f], "/file.txt");
+            assert_eq!(reused, resumes, "{tls} {v}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn a_ticket_key_file_lets_another_server_resume_and_a_generated_key_does_not() {
+    let secret = pseudo_random_bytes(48, 11);
+    let (s1, s2) = (secret.clone(), secret);
+    let a = tls_server("ticket_key_file = \"{dir}/ticket.key\"", "", move |d, _| {
+        std::fs::write(d.join("ticket.key"), &s1).unwrap()
+    });
+    let b = tls_server("ticket_key_file = \"{dir}/ticket.key\"", "", move |d, _| {
+        std::fs::write(d.join("ticket.key"), &s2).unwrap()
+    });
+    let c = tls_server("", "", |_, _| {});
+    let f = sess_file(&a, "s");
+    for v in ["-tls1_3", "-tls1_2"] {
+        let (reused, _, _) = resume_probe(a.tls_addr(), &[v, "-servername", "localhost", "-sess_out", &f], "/file.txt");
+        assert!(!reused);
+        let (reused, _, text) =
+            resume_probe(b.tls_addr(), &[v, "-servername", "localhost", "-sess_in", &f], "/file.txt");
+        assert!(reused, "{v}: a server with the same key file did not resume:\n{text}");
+        let (reused, _, text) =
+            resume_probe(c.tls_addr(), &[v, "-servername", "localhost", "-sess_in", &f], "/file.txt");
+        assert!(!reused, "{v}: a server with its own key resumed another's ticket:\n{text}");
+        assert!(text.contains("\r\n\r\nhello, world\n"), "{v}: {text}");
+    }
+}
+
+#[test]
+fn with_two_workers_a_ticket_from_one_resumes_on_the_other() {
+    let (plain, tls) = (free_port(), free_port());
+    let srv = Server::builder()
+        .setup(|dir, _| make_cert(dir, "localhost", &["localhost"]))
+        .raw_config(&format!(
+            "[server]\nlisten = [\"127.0.0.1:{plain}\"]\nroot = \"{{root}}\"\nworkers = 2\n\
+             [status]\nenabled = true\npath = \"/status\"\n\
+             [tls]\nlisten = [\"127.0.0.1:{tls}\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n"
+        ))
+        .start();
+    let addr = srv.tls_addr();
+    let pid_of = |text: &str| -> u32 {
+        let at = text.find("(pid ").unwrap_or_else(|| panic!("no pid in {text}")) + 5;
+        text[at..].split(')').next().unwrap().parse().unwrap()
+    };
+    for v in ["-tls1_3", "-tls1_2"] {
+        let f = sess_file(&srv, &format!("w{v}"));
+        let (_, _, text) = resume_probe(addr, &[v, "-servername", "localhost", "-sess_out", &f], "/status");
+        let issuer = pid_of(&text);
+        // SO_REUSEPORT spreads connections by their addresses: some land on the other worker.
+        let mut resumed_on = std::collections::BTreeSet::new();
+        for _ in 0..100 {
+            let (reused, _, text) = resume_probe(addr, &[v, "-servername", "localhost", "-sess_in", &f], "/status");
+            assert!(reused, "{v}: not resumed:\n{text}");
+            resumed_on.insert(pid_of(&text));
+            if resumed_on.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(resumed_on.len(), 2, "{v}: every connection went to one worker ({resumed_on:?})");
+        assert!(resumed_on.contains(&issuer), "{v}: {resumed_on:?} / {issuer}");
+    }
+}
+
+#[test]
+fn redirect_http_sends_plain_requests_to_https_and_keeps_health_and_https_served() {
+    let srv = tls_server("redirect_http = true", "[health]\npath = \"/healthz\"\n", |_, _| {});
+    let port = srv.tls_addr().port();
+    let cases = [
+        (
+            "GET /a/b%20c?x=1&y HTTP/1.1\r\nHost: Example.org:8080\r\n",
+            format!("https://Example.org:{port}/a/b%20c?x=1&y"),
+        ),
+        ("GET /file.txt HTTP/1.1\r\nHost: [::1]\r\n", format!("https://[::1]:{port}/file.txt")),
+        // The authority of an absolute-form target is the host (RFC 9112 §3.2.2).
+        ("GET http://other.test/x HTTP/1.1\r\nHost: example.org\r\n", format!("https://other.test:{port}/x")),
+    ];
+    for (head, want) in &cases {
+        let r = srv.exchange(format!("{head}Connection: close\r\n\r\n"));
+        assert_eq!(r.status, 301, "{head}: {}", r.describe());
+        assert_eq!(r.header("Location"), Some(want.as_str()), "{head}");
+    }
+    // HEAD: the redirect without a body; keep-alive goes on on the plain connection.
+    let mut s = srv.connect();
+    raw(&mut s, "HEAD /file.txt HTTP/1.1\r\nHost: localhost\r\n\r\nGET /file.txt HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let r = read_head_response(&mut s);
+    assert_eq!((r.status, r.header("Location")), (301, Some(format!("https://localhost:{port}/file.txt").as_str())));
+    let r = read_response(&mut s);
+    assert_eq!(r.status, 301);
+    // No host to redirect to: 400. The health endpoint is answered over plain HTTP.
+    assert_eq!(srv.exchange("GET /file.txt HTTP/1.0\r\n\r\n").status, 400);
+    let r = srv.get("/healthz");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"OK\n"[..]));
+    // HTTPS itself serves; curl follows the redirect from plain HTTP to the file.
+    let r = curl_tls_dump(&srv, &[&https(&srv, "/file.txt")]);
+    assert_eq!((r.status, r.body.as_slice()), (200, FILE_TXT));
+    let plain = format!("http://localhost:{}/file.txt", srv.port());
+    let o = curl_tls(&srv, &["-sS", "-L", "--resolve", &format!("localhost:{}:127.0.0.1", srv.port()), &plain]);
+    assert_eq!((o.code, o.stdout.as_slice()), (Some(0), FILE_TXT), "{o:?}");
 }

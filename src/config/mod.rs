@@ -82,11 +82,31 @@ pub struct TlsSettings {
     pub default: Option<CertFiles>,
     /// A TLS handshake must be complete within this time of the connection's first bytes.
     pub handshake_timeout: Duration,
+    /// Stateless resumption with session tickets (`tls::tickets`).
+    pub session_tickets: bool,
+    /// The longest a ticket is accepted; its keys rotate every half of it.
+    pub ticket_lifetime: Duration,
+    /// The ticket secret shared by several hosts; None: one made at start.
+    pub ticket_key_file: Option<PathBuf>,
+    /// Sessions kept for stateful resumption (TLS 1.2 session IDs, TLS 1.3 when tickets are
+    /// off); 0: none.
+    pub session_cache: usize,
+    /// Answer every request on the plain listeners with a permanent redirect to HTTPS.
+    pub redirect_http: bool,
 }
 
 impl Default for TlsSettings {
     fn default() -> TlsSettings {
-        TlsSettings { listen: Vec::new(), default: None, handshake_timeout: Duration::from_secs(10) }
+        TlsSettings {
+            listen: Vec::new(),
+            default: None,
+            handshake_timeout: Duration::from_secs(10),
+            session_tickets: true,
+            ticket_lifetime: Duration::from_secs(12 * 3600),
+            ticket_key_file: None,
+            session_cache: 256,
+            redirect_http: false,
+        }
     }
 }
 
@@ -330,6 +350,9 @@ impl Config {
     pub fn check(&self) -> Result<(), ConfigError> {
         if self.listen.is_empty() {
             return Err(ConfigError("server.listen: at least one address is needed".into()));
+        }
+        if self.tls.redirect_http && self.tls.listen.is_empty() {
+            return Err(ConfigError("tls.redirect_http: needs tls.listen (there is no HTTPS to redirect to)".into()));
         }
         if !self.tls.listen.is_empty() {
             if !cfg!(feature = "tls") {

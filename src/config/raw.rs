@@ -75,6 +75,11 @@ struct RawTls {
     cert: S<String>,
     key: S<String>,
     handshake_timeout: S<RawDuration>,
+    session_tickets: S<bool>,
+    ticket_lifetime: S<RawDuration>,
+    ticket_key_file: S<String>,
+    session_cache: S<i64>,
+    redirect_http: S<bool>,
 }
 
 #[derive(Deserialize)]
@@ -783,6 +788,27 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = t.handshake_timeout {
             cfg.tls.handshake_timeout = cx.duration("tls.handshake_timeout", &v, 3600)?;
         }
+        if let Some(v) = t.session_tickets {
+            cfg.tls.session_tickets = v.into_inner();
+        }
+        if let Some(v) = t.ticket_lifetime {
+            // RFC 8446 §4.6.1: at most 7 days. Keys rotate every half of it: at least 1 s.
+            let d = cx.duration("tls.ticket_lifetime", &v, 7 * 86_400)?;
+            if d < Duration::from_secs(2) {
+                return cx.err("tls.ticket_lifetime", v.span(), "must be at least 2 seconds");
+            }
+            cfg.tls.ticket_lifetime = d;
+        }
+        if let Some(v) = t.ticket_key_file {
+            // Empty: none (the shipped file's default), as for `cert`.
+            cfg.tls.ticket_key_file = Some(v.get_ref()).filter(|p| !p.is_empty()).map(|p| base.join(p));
+        }
+        if let Some(v) = t.session_cache {
+            cfg.tls.session_cache = cx.int("tls.session_cache", &v, 0, 1_000_000)?;
+        }
+        if let Some(v) = t.redirect_http {
+            cfg.tls.redirect_http = v.into_inner();
+        }
     }
 
     if let Some(rules) = raw.throttle {
@@ -1056,6 +1082,12 @@ mod tests {
         assert_eq!(c.routing.clean_url_extensions, d.routing.clean_url_extensions);
         assert_eq!(c.routing.trailing_slash, d.routing.trailing_slash);
         assert_eq!(c.routing.fallback_status, d.routing.fallback_status);
+        assert_eq!(c.tls.handshake_timeout, d.tls.handshake_timeout);
+        assert_eq!(c.tls.session_tickets, d.tls.session_tickets);
+        assert_eq!(c.tls.ticket_lifetime, d.tls.ticket_lifetime);
+        assert_eq!(c.tls.ticket_key_file, d.tls.ticket_key_file);
+        assert_eq!(c.tls.session_cache, d.tls.session_cache);
+        assert_eq!(c.tls.redirect_http, d.tls.redirect_http);
     }
 
     #[test]
@@ -1080,6 +1112,16 @@ mod tests {
         assert!(d.tls.listen.is_empty() && d.tls.default.is_none());
         assert_eq!(d.tls.handshake_timeout, Duration::from_secs(10));
         assert!(load("[tls]\n").unwrap().tls.listen.is_empty());
+        assert!(d.tls.session_tickets && !d.tls.redirect_http && d.tls.ticket_key_file.is_none());
+        assert_eq!((d.tls.ticket_lifetime, d.tls.session_cache), (Duration::from_secs(12 * 3600), 256));
+        let r = load(
+            "[tls]\nlisten = [\"127.0.0.1:8443\"]\ncert = \"a\"\nkey = \"b\"\nsession_tickets = false\n\
+             ticket_lifetime = \"2m\"\nticket_key_file = \"t.key\"\nsession_cache = 0\nredirect_http = true\n",
+        )
+        .unwrap();
+        assert!(!r.tls.session_tickets && r.tls.redirect_http);
+        assert_eq!((r.tls.ticket_lifetime, r.tls.session_cache), (Duration::from_secs(120), 0));
+        assert_eq!(r.tls.ticket_key_file.as_deref(), Some(Path::new("/etc/t.key")));
     }
 
     #[test]
@@ -1096,7 +1138,14 @@ mod tests {
         assert!(err("[tls]\nlisten = [\"nowhere\"]\n").starts_with("line 2: tls.listen:"));
         assert!(err("[tls]\nhandshake_timeout = 0\n").starts_with("line 2: tls.handshake_timeout:"));
         assert!(err("[tls]\nhandshake_timeout = \"2h\"\n").contains("tls.handshake_timeout"));
-        assert!(err("[tls]\nsession_cache = 1\n").contains("unknown field"));
+        assert!(err("[tls]\nsession_id = 1\n").contains("unknown field"));
+        assert!(err("[tls]\nsession_cache = -1\n").starts_with("line 2: tls.session_cache:"));
+        assert!(err("[tls]\nsession_cache = 1000001\n").starts_with("line 2: tls.session_cache:"));
+        assert!(err("[tls]\nticket_lifetime = \"1s\"\n").starts_with("line 2: tls.ticket_lifetime: must be at least"));
+        assert!(err("[tls]\nticket_lifetime = \"169h\"\n").starts_with("line 2: tls.ticket_lifetime:"));
+        assert!(load("[tls]\nticket_key_file = \"\"\n").unwrap().tls.ticket_key_file.is_none());
+        assert!(err("[tls]\nsession_tickets = 1\n").contains("tls.session_tickets"));
+        assert!(err("[tls]\nredirect_http = true\n").contains("tls.redirect_http: needs tls.listen"));
         assert!(err("[[vhost]]\nhost = \"a\"\nroot = \"a\"\ncert = \"a.crt\"\n").contains("vhost.key"));
     }
 }

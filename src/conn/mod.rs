@@ -521,6 +521,10 @@ impl Conn {
         let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
         let status = match req.method {
             #[cfg(feature = "tls")]
+            _ if cx.cfg.tls.redirect_http && !is_health && self.is_plain() && req.path.starts_with('/') => {
+                self.redirect_https(cx, req)
+            }
+            #[cfg(feature = "tls")]
             _ if self.misdirected(cx, req) => self.ex.simple_response(cx, 421, req, None),
             Method::Get | Method::Head if is_health => self.ex.health(cx, req),
             Method::Get | Method::Head if is_status_page => self.ex.status_page(cx, req),

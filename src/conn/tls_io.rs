@@ -67,6 +67,23 @@ impl Conn {
         site(sni.strip_suffix(b".").unwrap_or(sni)) != site(host.strip_suffix(b".").unwrap_or(host))
     }
 
+    /// `[tls] redirect_http`: the same URL over HTTPS, permanently (nginx's `return 301
+    /// https://$host$request_uri`): the request's host without its port, the port of the
+    /// first TLS listener unless it is 443, the path and query as sent. No host (HTTP/1.0
+    /// without Host): nothing to redirect to, 400.
+    pub(super) fn redirect_https(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+        let Some(host) = req.host.map(strip_port).filter(|h| !h.is_empty()) else {
+            return self.ex.simple_response(cx, 400, req, None);
+        };
+        let location = https_location(host, cx.https_port, req.path, req.query);
+        self.ex.simple_response(cx, 301, req, Some(("Location", &location)))
+    }
+
+    /// True for a connection without TLS.
+    pub(super) fn is_plain(&self) -> bool {
+        matches!(self.transport, Transport::Plain)
+    }
+
     /// Sends what rustls has encrypted. `budget` counts the bytes written.
     fn flush_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> Flush {
         let Transport::Tls(t) = &mut self.transport else { return Flush::Done };
@@ -313,10 +330,44 @@ impl Conn {
     }
 }
 
+/// `https://host[:port]path[?query]`, the port left out when it is HTTPS's own.
+fn https_location(host: &[u8], port: u16, path: &str, query: Option<&str>) -> Vec<u8> {
+    let mut l = Vec::with_capacity(16 + host.len() + path.len() + query.map_or(0, |q| q.len() + 1));
+    l.extend_from_slice(b"https://");
+    l.extend_from_slice(host);
+    if port != 443 {
+        l.push(b':');
+        l.extend_from_slice(itoa::Buffer::new().format(port).as_bytes());
+    }
+    l.extend_from_slice(path.as_bytes());
+    if let Some(q) = query {
+        l.push(b'?');
+        l.extend_from_slice(q.as_bytes());
+    }
+    l
+}
+
 /// A Host value without its port (`[::1]:8443` -> `[::1]`).
 fn strip_port(host: &[u8]) -> &[u8] {
     if host.starts_with(b"[") {
         return host.iter().position(|&b| b == b']').map_or(host, |i| &host[..=i]);
     }
     host.iter().rposition(|&b| b == b':').map_or(host, |i| &host[..i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn https_locations() {
+        let l = |h: &str, port, path, q| {
+            String::from_utf8(https_location(strip_port(h.as_bytes()), port, path, q)).unwrap()
+        };
+        assert_eq!(l("example.org", 443, "/", None), "https://example.org/");
+        assert_eq!(l("example.org:80", 443, "/a/b", Some("x=1&y")), "https://example.org/a/b?x=1&y");
+        assert_eq!(l("example.org:8080", 8443, "/%20", Some("")), "https://example.org:8443/%20?");
+        assert_eq!(l("[::1]:8080", 8443, "/p", None), "https://[::1]:8443/p");
+        assert_eq!(l("[::1]", 443, "/p", None), "https://[::1]/p");
+    }
 }

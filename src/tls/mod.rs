@@ -8,6 +8,11 @@
 //!   AES-GCM and ChaCha20-Poly1305), ALPN `http/1.1`, no client authentication. rustls has
 //!   no renegotiation and no compression. Built again on reload: connections in flight keep
 //!   the configuration (and certificate) they started with.
+//! * Resumption: session tickets sealed by [`tickets::Ticketer`] (keys every worker derives
+//!   alike, rotated by the clock), and a bounded stateful cache (rustls's
+//!   `ServerSessionMemoryCache`, per process) for TLS 1.2 clients without tickets and for
+//!   TLS 1.3 when tickets are off. The cache is carried over a reload when its size is
+//!   unchanged; tickets survive reloads by construction.
 //! * [`TlsState`] is what a TLS connection carries (boxed, so a plain connection stays
 //!   small): the rustls connection, whose outgoing buffer is bounded by [`OUT_LIMIT`].
 //!
@@ -16,6 +21,7 @@
 
 pub mod certs;
 pub mod sni;
+pub mod tickets;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -39,8 +45,9 @@ pub fn provider() -> CryptoProvider {
 pub type Built = (Arc<ServerConfig>, Vec<String>);
 
 /// The shared server configuration, and the warnings to give about it (expired
-/// certificates). `Ok(None)` when no TLS listener is configured.
-pub fn server_config(cfg: &Config) -> Result<Option<Built>, String> {
+/// certificates). `Ok(None)` when no TLS listener is configured. `previous` (the running
+/// configuration, on reload) lends its session cache when the size did not change.
+pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -> Result<Option<Built>, String> {
     if cfg.tls.listen.is_empty() {
         return Ok(None);
     }
@@ -69,7 +76,34 @@ pub fn server_config(cfg: &Config) -> Result<Option<Built>, String> {
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
     sc.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let t = &cfg.tls;
+    sc.session_storage = match previous {
+        Some((old, sc)) if old.tls.session_cache == t.session_cache => Arc::clone(&sc.session_storage),
+        _ if t.session_cache == 0 => Arc::new(rustls::server::NoServerSessionStorage {}),
+        _ => rustls::server::ServerSessionMemoryCache::new(t.session_cache),
+    };
+    if t.session_tickets {
+        sc.ticketer = Arc::new(ticketer(&cfg.tls)?);
+    }
     Ok(Some((Arc::new(sc), warnings)))
+}
+
+/// The ticketer `[tls]` asks for: from the key file, or the generated secret.
+fn ticketer(t: &crate::config::TlsSettings) -> Result<tickets::Ticketer, String> {
+    let Some(path) = &t.ticket_key_file else {
+        return tickets::Ticketer::generated(t.ticket_lifetime);
+    };
+    let shown = path.display();
+    let secret = crate::thttpd::privs::read_config_file(path).map_err(|e| format!("ticket key file {shown}: {e}"))?;
+    if !(tickets::KEY_FILE_MIN..=tickets::KEY_FILE_MAX).contains(&secret.len()) {
+        return Err(format!(
+            "ticket key file {shown}: {} bytes; it must hold {} to {} bytes of secret (e.g. `openssl rand 48`)",
+            secret.len(),
+            tickets::KEY_FILE_MIN,
+            tickets::KEY_FILE_MAX
+        ));
+    }
+    Ok(tickets::Ticketer::from_secret(&secret, t.ticket_lifetime))
 }
 
 /// A TLS connection's state.
