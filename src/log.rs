@@ -118,6 +118,18 @@ pub struct Record<'a> {
     pub user: Option<&'a str>,
     /// In virtual-host mode, the host, logged as a `/host` prefix of the URL (as thttpd does).
     pub vhost: Option<&'a str>,
+    /// The connection's TLS protocol and cipher (JSON format only); None for plain HTTP.
+    pub tls: Option<TlsInfo>,
+}
+
+/// What the access log says about a TLS connection.
+#[derive(Clone, Copy, Debug)]
+pub struct TlsInfo {
+    /// `TLSv1.3` or `TLSv1.2`.
+    pub version: &'static str,
+    /// The suite as rustls names it (`TLS13_AES_128_GCM_SHA256`,
+    /// `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`); logged by its IANA name.
+    pub cipher: &'static str,
 }
 
 /// A record waiting for its byte count: `line[..split]` goes before it, the rest after.
@@ -230,6 +242,20 @@ impl AccessLog {
                         escape_json(out, clip(b));
                         out.extend_from_slice(b"\",");
                     }
+                }
+                if let Some(t) = r.tls {
+                    out.extend_from_slice(b"\"tls_version\":\"");
+                    out.extend_from_slice(t.version.as_bytes());
+                    out.extend_from_slice(b"\",\"tls_cipher\":\"");
+                    // rustls's TLS 1.3 names carry a `TLS13_` the IANA registry does not.
+                    match t.cipher.strip_prefix("TLS13_") {
+                        Some(rest) => {
+                            out.extend_from_slice(b"TLS_");
+                            out.extend_from_slice(rest.as_bytes());
+                        }
+                        None => out.extend_from_slice(t.cipher.as_bytes()),
+                    }
+                    out.extend_from_slice(b"\",");
                 }
                 out.extend_from_slice(b"\"status\":");
                 out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
@@ -399,6 +425,7 @@ mod tests {
                 user_agent: ua,
                 user: None,
                 vhost: None,
+                tls: None,
             },
         );
         let mut s = p.line[..p.split].to_vec();

@@ -140,6 +140,7 @@ impl Ctx {
             auth_verifications: self.auth.verifications,
             config_file: &file,
             config_loaded: &self.config_loaded,
+            tls: !self.cfg.tls.listen.is_empty(),
         };
         status::render(&snap, format, out);
     }

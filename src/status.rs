@@ -15,6 +15,43 @@ pub struct Counters {
     pub bytes: u64,
     /// Responses by status class: index 1 = 1xx … 5 = 5xx.
     pub classes: [u64; 6],
+    /// TLS handshakes (all zero without TLS listeners).
+    pub tls: TlsCounters,
+}
+
+/// How TLS handshakes ended.
+#[derive(Clone, Debug, Default)]
+pub struct TlsCounters {
+    /// Handshakes completed, by version, and how many of them resumed a session.
+    pub tls13: u64,
+    pub tls12: u64,
+    pub resumed: u64,
+    /// Handshakes that failed: not TLS or malformed (garbage, plain HTTP, bad records).
+    pub bad_input: u64,
+    /// No protocol version, cipher suite, group or ALPN protocol in common.
+    pub incompatible: u64,
+    /// The client gave up with an alert (often: it does not trust the certificate).
+    pub alert: u64,
+    /// Past `handshake_timeout`.
+    pub timeout: u64,
+    /// The client closed or reset the connection during the handshake.
+    pub closed: u64,
+    /// Any other error.
+    pub other: u64,
+}
+
+impl TlsCounters {
+    /// Failed handshakes by kind, as the status page names them.
+    fn failures(&self) -> [(&'static str, u64); 6] {
+        [
+            ("bad_input", self.bad_input),
+            ("incompatible", self.incompatible),
+            ("alert", self.alert),
+            ("timeout", self.timeout),
+            ("closed", self.closed),
+            ("other", self.other),
+        ]
+    }
 }
 
 impl Counters {
@@ -51,6 +88,8 @@ pub struct Snapshot<'a> {
     pub auth_verifications: u64,
     pub config_file: &'a str,
     pub config_loaded: &'a str,
+    /// Whether there are TLS listeners (the TLS counters are shown then).
+    pub tls: bool,
 }
 
 /// The output format asked for by the query string.
@@ -151,6 +190,15 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes
             );
             let _ = writeln!(t, "auth_verifications: {}", s.auth_verifications);
+            if s.tls {
+                let l = &c.tls;
+                let _ = writeln!(t, "tls_handshakes: tls1.3 {} tls1.2 {} resumed {}", l.tls13, l.tls12, l.resumed);
+                let _ = write!(t, "tls_handshake_failures:");
+                for (k, v) in l.failures() {
+                    let _ = write!(t, " {k} {v}");
+                }
+                t.push('\n');
+            }
             let _ = writeln!(t, "config: {} (loaded {})", s.config_file, s.config_loaded);
         }
         Format::Json => {
@@ -177,9 +225,22 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             let _ = write!(
                 t,
                 "}},\"cache\":{{\"hits\":{},\"misses\":{},\"entries\":{},\"bytes\":{}}},\
-                 \"auth_verifications\":{},\"config\":{{\"file\":\"",
+                 \"auth_verifications\":{},",
                 s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes, s.auth_verifications
             );
+            if s.tls {
+                let l = &c.tls;
+                let _ = write!(
+                    t,
+                    "\"tls\":{{\"handshakes\":{{\"tls1.3\":{},\"tls1.2\":{},\"resumed\":{}}},\"failures\":{{",
+                    l.tls13, l.tls12, l.resumed
+                );
+                for (i, (k, v)) in l.failures().into_iter().enumerate() {
+                    let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
+                }
+                t.push_str("}},");
+            }
+            t.push_str("\"config\":{\"file\":\"");
             let mut esc = Vec::new();
             crate::log::escape_json(&mut esc, s.config_file.as_bytes());
             t.push_str(&String::from_utf8_lossy(&esc));
@@ -223,6 +284,20 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 "Password verifications started.",
                 &[("", s.auth_verifications)],
             );
+            if s.tls {
+                let l = &c.tls;
+                metric(
+                    "tls_handshakes_total",
+                    "counter",
+                    "TLS handshakes completed, by version.",
+                    &[("{version=\"tls1.3\"}", l.tls13), ("{version=\"tls1.2\"}", l.tls12)],
+                );
+                metric("tls_resumed_total", "counter", "TLS handshakes that resumed a session.", &[("", l.resumed)]);
+                let rows: Vec<(String, u64)> =
+                    l.failures().iter().map(|(k, v)| (format!("{{kind=\"{k}\"}}"), *v)).collect();
+                let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+                metric("tls_handshake_failures_total", "counter", "TLS handshakes that failed, by kind.", &rows);
+            }
         }
     }
     out.extend_from_slice(t.as_bytes());
@@ -250,6 +325,8 @@ mod tests {
     #[test]
     fn formats() {
         let mut c = Counters::default();
+        c.tls.tls13 = 7;
+        c.tls.timeout = 2;
         c.response(200, 10);
         c.response(404, 5);
         let s = Snapshot {
@@ -265,19 +342,26 @@ mod tests {
             auth_verifications: 0,
             config_file: "a\"b",
             config_loaded: "now",
+            tls: true,
         };
         let mut out = Vec::new();
         render(&s, Format::Json, &mut out);
         let j = String::from_utf8(out).unwrap();
         assert!(j.contains("\"requests\":2") && j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
         assert!(j.contains("a\\\"b"));
+        assert!(j.contains("\"tls\":{\"handshakes\":{\"tls1.3\":7,") && j.contains("\"timeout\":2,"), "{j}");
         let mut out = Vec::new();
         render(&s, Format::Prometheus, &mut out);
         let p = String::from_utf8(out).unwrap();
         assert!(p.contains("ferrohttpd_responses_total{class=\"4xx\"} 1"), "{p}");
+        assert!(p.contains("ferrohttpd_tls_handshake_failures_total{kind=\"timeout\"} 2"), "{p}");
         let mut out = Vec::new();
         render(&s, Format::Text, &mut out);
-        assert!(String::from_utf8(out).unwrap().contains("bytes_sent: 15"));
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("bytes_sent: 15") && text.contains("tls_handshakes: tls1.3 7 tls1.2 0 resumed 0"),
+            "{text}"
+        );
         assert_eq!(Format::from_query(Some("json")), Format::Json);
         assert_eq!(Format::from_query(Some("a=1&format=prometheus")), Format::Prometheus);
         assert_eq!(Format::from_query(None), Format::Text);

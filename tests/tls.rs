@@ -38,12 +38,17 @@ fn make_cert_subject(dir: &Path, file: &str, subject: &str, names: &[&str]) {
 /// `tls` adds keys to `[tls]`, `tail` adds tables (a whole file is written, since the
 /// standard config cannot hold arrays of tables such as `[[vhost]]`).
 fn tls_server(tls: &str, tail: &str, setup: impl FnOnce(&Path, &Path) + 'static) -> Server {
+    tls_server_log("", tls, tail, setup)
+}
+
+/// [`tls_server`] with more `[log]` keys.
+fn tls_server_log(log: &str, tls: &str, tail: &str, setup: impl FnOnce(&Path, &Path) + 'static) -> Server {
     Server::builder()
         .setup(|dir, _| make_cert(dir, "localhost", &["localhost"]))
         .setup(setup)
         .raw_config(&format!(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\n\
-             [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n\
+             [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n{log}\n\
              [tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n{tls}\n{tail}"
         ))
         .start()
@@ -608,4 +613,62 @@ fn redirect_http_sends_plain_requests_to_https_and_keeps_health_and_https_served
     let plain = format!("http://localhost:{}/file.txt", srv.port());
     let o = curl_tls(&srv, &["-sS", "-L", "--resolve", &format!("localhost:{}:127.0.0.1", srv.port()), &plain]);
     assert_eq!((o.code, o.stdout.as_slice()), (Some(0), FILE_TXT), "{o:?}");
+}
+
+/// The status page's JSON over the plain listener.
+fn status_json(srv: &Server) -> String {
+    let r = srv.get("/.status?json");
+    assert_eq!(r.status, 200, "{}", r.describe());
+    r.body_text()
+}
+
+#[test]
+fn the_access_log_names_protocol_and_cipher_and_the_status_page_counts_handshakes() {
+    let srv =
+        tls_server_log("format = \"json\"", "handshake_timeout = \"1s\"", "[status]\nenabled = true\n", |_, _| {});
+    let addr = srv.tls_addr();
+    let f = sess_file(&srv, "s");
+    // Two full handshakes (1.3, 1.2), one resumed.
+    resume_probe(addr, &["-tls1_3", "-servername", "localhost", "-sess_out", &f], "/file.txt");
+    resume_probe(addr, &["-tls1_3", "-servername", "localhost", "-sess_in", &f], "/file.txt");
+    resume_probe(
+        addr,
+        &["-tls1_2", "-servername", "localhost", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"],
+        "/file.txt",
+    );
+    // Failures: plain HTTP (bad input), TLS 1.1 only (incompatible), a client that refuses
+    // the certificate (alert), half a ClientHello then EOF (closed), then a stall (timeout).
+    let mut s = connect(addr);
+    raw(&mut s, get_close("/file.txt", "localhost"));
+    let _ = s.read_to_end(&mut Vec::new());
+    let (ok, _, _) = s_client(addr, &["-tls1_1", "-servername", "localhost"], b"");
+    assert!(!ok);
+    let (ok, _, err) = s_client(addr, &["-servername", "localhost", "-verify_return_error"], b"");
+    assert!(!ok, "{err}");
+    let mut s = connect(addr);
+    raw(&mut s, HALF_HELLO);
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    expect_closed(&mut s);
+    let mut s = connect(addr);
+    raw(&mut s, HALF_HELLO);
+    closed_within(&mut s, Duration::from_secs(8));
+    // A plain request for the log's sake.
+    assert_eq!(srv.get("/file.txt").status, 200);
+
+    let j = status_json(&srv);
+    let want = "\"tls\":{\"handshakes\":{\"tls1.3\":2,\"tls1.2\":1,\"resumed\":1},\"failures\":\
+                {\"bad_input\":1,\"incompatible\":1,\"alert\":1,\"timeout\":1,\"closed\":1,\"other\":0}}";
+    assert!(j.contains(want), "{j}");
+
+    let lines = srv.wait_access_log(5);
+    let tls: Vec<&String> = lines.iter().filter(|l| l.contains("\"tls_version\"")).collect();
+    assert_eq!(tls.len(), 3, "{lines:#?}");
+    assert!(tls[0].contains("\"tls_version\":\"TLSv1.3\",\"tls_cipher\":\"TLS_AES_"), "{}", tls[0]);
+    assert!(
+        tls[2].contains("\"tls_version\":\"TLSv1.2\",\"tls_cipher\":\"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256\""),
+        "{}",
+        tls[2]
+    );
+    let plain: Vec<&String> = lines.iter().filter(|l| !l.contains("tls_")).collect();
+    assert!(!plain.is_empty() && plain.iter().all(|l| l.contains("\"status\":")), "{lines:#?}");
 }

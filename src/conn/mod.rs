@@ -271,6 +271,8 @@ impl Conn {
             cx.put_rbuf(b);
         }
         self.ex.end_transfer(cx);
+        #[cfg(feature = "tls")]
+        self.count_unfinished_handshake(cx);
     }
 
     /// Runs the state machine until it has to wait.
@@ -579,6 +581,10 @@ impl Conn {
                 user_agent: ua,
                 user: self.ex.user.as_deref(),
                 vhost: self.ex.vhost.as_deref(),
+                #[cfg(feature = "tls")]
+                tls: self.tls_names(),
+                #[cfg(not(feature = "tls"))]
+                tls: None,
             };
             cx.access.begin(&mut self.ex.log, &rec);
         }

@@ -79,6 +79,26 @@ impl Conn {
         self.ex.simple_response(cx, 301, req, Some(("Location", &location)))
     }
 
+    /// The protocol and cipher for the access log (None on a plain connection).
+    pub(super) fn tls_names(&self) -> Option<crate::log::TlsInfo> {
+        let Transport::Tls(t) = &self.transport else { return None };
+        crate::tls::names(&t.conn)
+    }
+
+    /// At close: a handshake that neither completed nor failed ended by the deadline or
+    /// by the client.
+    pub(super) fn count_unfinished_handshake(&self, cx: &mut Ctx) {
+        let Transport::Tls(t) = &self.transport else { return };
+        if !t.established && !t.failed {
+            let c = &mut cx.counters.tls;
+            if self.deadline <= cx.clock.now {
+                c.timeout += 1;
+            } else {
+                c.closed += 1;
+            }
+        }
+    }
+
     /// True for a connection without TLS.
     pub(super) fn is_plain(&self) -> bool {
         matches!(self.transport, Transport::Plain)
@@ -130,15 +150,27 @@ impl Conn {
             let Transport::Tls(t) = &mut self.transport else { return Err(()) };
             let state = match t.conn.process_new_packets() {
                 Ok(s) => s,
-                Err(_) => {
+                Err(e) => {
                     // Garbage, plain HTTP, a failed handshake: rustls has queued an alert;
                     // send it if the socket takes it, then close, quietly.
+                    if !t.established {
+                        t.failed = true;
+                        crate::tls::count_failure(&mut cx.counters.tls, &e);
+                    }
                     let _ = t.conn.write_tls(&mut self.sock);
                     return Err(());
                 }
             };
             if !t.established && !t.conn.is_handshaking() {
                 t.established = true;
+                let c = &mut cx.counters.tls;
+                match t.conn.protocol_version() {
+                    Some(rustls::ProtocolVersion::TLSv1_3) => c.tls13 += 1,
+                    _ => c.tls12 += 1,
+                }
+                if t.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                    c.resumed += 1;
+                }
                 if self.phase == Phase::Idle {
                     self.deadline = cx.clock.now + cx.cfg.header_timeout;
                 }

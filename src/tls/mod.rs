@@ -111,12 +111,42 @@ pub struct TlsState {
     pub conn: rustls::ServerConnection,
     /// The handshake is done (the header deadline then replaces the handshake deadline).
     pub established: bool,
+    /// The handshake failed and was counted as such.
+    pub failed: bool,
+}
+
+/// Counts a failed handshake by what went wrong (the status page's
+/// `tls_handshake_failures`).
+pub fn count_failure(c: &mut crate::status::TlsCounters, e: &rustls::Error) {
+    use rustls::Error as E;
+    let slot = match e {
+        E::InvalidMessage(_)
+        | E::InappropriateMessage { .. }
+        | E::InappropriateHandshakeMessage { .. }
+        | E::DecryptError
+        | E::PeerMisbehaved(_) => &mut c.bad_input,
+        E::PeerIncompatible(_) | E::NoApplicationProtocol => &mut c.incompatible,
+        E::AlertReceived(_) => &mut c.alert,
+        _ => &mut c.other,
+    };
+    *slot += 1;
+}
+
+/// The protocol and cipher suite of an established connection, for the access log:
+/// `TLSv1.3` / `TLSv1.2` (nginx's `$ssl_protocol`) and the IANA suite name.
+pub fn names(conn: &rustls::ServerConnection) -> Option<crate::log::TlsInfo> {
+    let version = match conn.protocol_version()? {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+        _ => return None,
+    };
+    Some(crate::log::TlsInfo { version, cipher: conn.negotiated_cipher_suite()?.suite().as_str()? })
 }
 
 impl TlsState {
     pub fn new(config: &Arc<ServerConfig>) -> Result<Box<TlsState>, rustls::Error> {
         let mut conn = rustls::ServerConnection::new(Arc::clone(config))?;
         conn.set_buffer_limit(Some(OUT_LIMIT));
-        Ok(Box::new(TlsState { conn, established: false }))
+        Ok(Box::new(TlsState { conn, established: false, failed: false }))
     }
 }
