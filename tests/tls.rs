@@ -672,3 +672,143 @@ fn the_access_log_names_protocol_and_cipher_and_the_status_page_counts_handshake
     let plain: Vec<&String> = lines.iter().filter(|l| !l.contains("tls_")).collect();
     assert!(!plain.is_empty() && plain.iter().all(|l| l.contains("\"status\":")), "{lines:#?}");
 }
+
+/// A rustls client trusting the test's `localhost` certificate.
+fn client_config(srv: &Server) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(srv.dir().join("localhost.crt")).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    std::sync::Arc::new(cfg)
+}
+
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+/// A TLS connection to the server, handshake done.
+fn tls_connect(srv: &Server, cfg: &std::sync::Arc<rustls::ClientConfig>) -> TlsStream {
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(cfg.clone(), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, connect(srv.tls_addr()));
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    s
+}
+
+/// Reads one response with a `Content-Length` from a TLS stream (head and body).
+fn tls_read_response(s: &mut TlsStream) -> (String, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return (head, buf[end + 4..end + 4 + len].to_vec());
+            }
+        }
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "EOF in a response: {}", show(&buf));
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[test]
+fn a_thousand_idle_tls_connections_cost_little_and_a_new_client_is_served_at_once() {
+    const N: usize = 1000;
+    let srv = tls_server("", "[http]\nkeepalive_timeout = \"5m\"\n", |_, _| {});
+    let cfg = client_config(&srv);
+    // One connection first, so the pools and the cache are warm before the baseline.
+    let mut warm = tls_connect(&srv, &cfg);
+    warm.write_all(b"GET /file.txt HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    tls_read_response(&mut warm);
+    let (fds, rss) = (srv.fd_count(), srv.status_kb("VmRSS"));
+    let mut idle = Vec::with_capacity(N);
+    for _ in 0..N {
+        let mut s = tls_connect(&srv, &cfg);
+        s.write_all(b"GET /file.txt HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        let (head, body) = tls_read_response(&mut s);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(body, FILE_TXT);
+        idle.push(s);
+    }
+    let (fds_idle, rss_idle) = (srv.fd_count(), srv.status_kb("VmRSS"));
+    assert_eq!(fds_idle, fds + N, "one descriptor per connection");
+    let per_conn = (rss_idle.saturating_sub(rss)) * 1024 / N as u64;
+    // About 8 KiB each in a debug build (ARCHITECTURE.md); bounded far above that.
+    assert!(per_conn < 64 * 1024, "{per_conn} bytes of RSS per idle TLS connection");
+    eprintln!("{per_conn} bytes of RSS per idle TLS connection");
+
+    // A new client is served at once (the bound is generous: a busy machine).
+    let start = Instant::now();
+    let o = curl_tls(&srv, &["-o", "/dev/null", "-w", "%{http_code}", &https(&srv, "/file.txt")]);
+    assert_eq!(o.stdout_text(), "200", "{o:?}");
+    assert!(start.elapsed() < Duration::from_secs(3), "a new client waited {:?}", start.elapsed());
+    // And every idle connection still works.
+    for s in idle.iter_mut().step_by(97) {
+        s.write_all(b"GET /file.txt HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        assert_eq!(tls_read_response(s).1, FILE_TXT);
+    }
+    drop(idle);
+    drop(warm);
+    let start = Instant::now();
+    while srv.fd_count() > fds - 1 && start.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(srv.fd_count(), fds - 1, "descriptors left after the clients closed");
+}
+
+#[test]
+fn resets_in_the_middle_of_tls_transfers_leave_nothing_behind() {
+    let big = pseudo_random_bytes(8 << 20, 12);
+    let b = big.clone();
+    let srv = tls_server("", "[cache]\nmax_file = 1048576\n", move |_, root| {
+        std::fs::write(root.join("big.bin"), &b).unwrap();
+        std::fs::write(root.join("mid.bin"), &b[..512 * 1024]).unwrap();
+    });
+    let cfg = client_config(&srv);
+    // Both files whole first: the cache's descriptors are in the baseline.
+    for path in ["/big.bin", "/mid.bin"] {
+        let mut s = tls_connect(&srv, &cfg);
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes()).unwrap();
+        tls_read_response(&mut s);
+    }
+    thread::sleep(Duration::from_millis(300));
+    let base = srv.fd_count();
+    // The fd path (big.bin) and the mapped path (mid.bin), reset after part of the body.
+    for path in ["/big.bin", "/mid.bin"].iter().cycle().take(20) {
+        let mut s = tls_connect(&srv, &cfg);
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes()).unwrap();
+        let mut got = 0;
+        let mut chunk = [0u8; 16384];
+        while got < 64 * 1024 {
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0);
+            got += n;
+        }
+        socket2::SockRef::from(&s.sock).set_linger(Some(Duration::ZERO)).unwrap();
+        drop(s);
+    }
+    // The server serves on, whole files, and holds nothing for the reset connections.
+    let mut s = tls_connect(&srv, &cfg);
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    assert!(tls_read_response(&mut s).1 == big, "big.bin after the resets differs");
+    drop(s);
+    let start = Instant::now();
+    while srv.fd_count() > base && start.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(srv.fd_count(), base, "descriptors leaked");
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(srv.stderr_text(), "", "resets are not worth an error-log line");
+}
