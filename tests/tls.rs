@@ -812,3 +812,22 @@ fn resets_in_the_middle_of_tls_transfers_leave_nothing_behind() {
     thread::sleep(Duration::from_millis(200));
     assert_eq!(srv.stderr_text(), "", "resets are not worth an error-log line");
 }
+
+#[test]
+fn tickets_and_cached_sessions_survive_a_reload() {
+    let srv = tls_server("", "", |_, _| {});
+    let addr = srv.tls_addr();
+    let cases = [("t", &["-tls1_3"][..]), ("id", &["-tls1_2", "-no_ticket"][..])];
+    for (name, args) in cases {
+        let f = sess_file(&srv, name);
+        resume_probe(addr, &[args, &["-servername", "localhost", "-sess_out", &f]].concat(), "/file.txt");
+    }
+    signal(srv.pid(), "HUP");
+    wait_stderr(&srv, "configuration reloaded", 1);
+    for (name, args) in cases {
+        let f = sess_file(&srv, name);
+        let (reused, _, text) =
+            resume_probe(addr, &[args, &["-servername", "localhost", "-sess_in", &f]].concat(), "/file.txt");
+        assert!(reused, "{name}: not resumed after the reload:\n{text}");
+    }
+}
