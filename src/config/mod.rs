@@ -263,7 +263,7 @@ impl Default for Config {
             mime: BTreeMap::new(),
             cache_max_bytes: 64 * 1024 * 1024,
             cache_max_entries: 4096,
-            cache_max_file: 1024 * 1024,
+            cache_max_file: 64 * 1024,
             cache_revalidate: Duration::from_secs(1),
             cache_negative: Duration::from_secs(1),
             cache_preload: Vec::new(),
