@@ -20,6 +20,8 @@ pub mod config;
 pub mod conn;
 pub mod fs;
 pub mod glob;
+#[cfg(feature = "http2")]
+pub mod h2;
 pub mod http;
 pub mod log;
 pub mod route;
