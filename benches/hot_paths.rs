@@ -21,6 +21,9 @@
 //! - `conditional/*`: precondition evaluation (`http::conditional::evaluate`).
 //! - `request_syscalls/*`: parse → normalize → resolve → MIME → head for one request, the
 //!   per-request work of the server without the socket I/O.
+//! - `hpack/*` (feature `http2`): HPACK decoding of a browser's request header block (first on
+//!   a connection: literals, Huffman; repeat: mostly indexed), and encoding of a typical
+//!   response head into a reused buffer (same second: `date` indexed; new second each time).
 //!
 //! Settings are short (2 shared cores): see `config()`.
 
@@ -566,6 +569,98 @@ fn bench_request(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------------------------------------------------------------------------------------------
+// HPACK
+
+/// A browser's request fields, as Firefox sends them over HTTP/2.
+#[cfg(feature = "http2")]
+const H2_REQUEST: &[(&[u8], &[u8])] = &[
+    (b":method", b"GET"),
+    (b":scheme", b"https"),
+    (b":authority", b"www.example.com"),
+    (b":path", b"/static/css/site.min.css?v=3f2a"),
+    (b"user-agent", b"Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
+    (b"accept", b"text/css,*/*;q=0.1"),
+    (b"accept-language", b"en-US,en;q=0.5"),
+    (b"accept-encoding", b"gzip, deflate, br, zstd"),
+    (b"referer", b"https://www.example.com/blog/2024/06/some-article.html"),
+    (b"cookie", b"session=7c1f0e2a9b8d4c3e; theme=dark; _ga=GA1.2.123456789.1700000000"),
+    (b"sec-fetch-dest", b"style"),
+    (b"sec-fetch-mode", b"no-cors"),
+    (b"sec-fetch-site", b"same-origin"),
+];
+
+#[cfg(feature = "http2")]
+fn bench_hpack(c: &mut Criterion) {
+    use ferrohttpd::h2::hpack::{Decoder, Encoder};
+    let mut g = c.benchmark_group("hpack");
+    // The client's blocks, made by our encoder (indexing every request field, as browsers
+    // do): the first on a connection, and the next one, mostly index bytes.
+    let mut enc = Encoder::new();
+    let (mut first, mut repeat) = (Vec::new(), Vec::new());
+    for out in [&mut first, &mut repeat] {
+        for (n, v) in H2_REQUEST {
+            enc.encode(n, v, out);
+        }
+    }
+    let fields = |d: &mut Decoder, block: &[u8]| {
+        let mut bytes = 0usize;
+        d.decode(block, 64 * 1024, |n, v, _| {
+            bytes += n.len() + v.len();
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        bytes
+    };
+    g.bench_function("decode_browser_first", |b| {
+        b.iter(|| {
+            let mut d = Decoder::new(4096);
+            black_box(fields(&mut d, black_box(&first)))
+        })
+    });
+    let mut d = Decoder::new(4096);
+    fields(&mut d, &first);
+    g.bench_function("decode_browser_repeat", |b| b.iter(|| black_box(fields(&mut d, black_box(&repeat)))));
+    let head = |e: &mut Encoder, out: &mut Vec<u8>, date: &[u8]| {
+        out.clear();
+        e.encode_status(200, out);
+        e.encode(b"date", date, out);
+        e.encode(b"content-type", b"text/html; charset=utf-8", out);
+        e.encode(b"content-length", b"4096", out);
+        e.encode(b"last-modified", b"Sat, 01 Jun 2024 10:00:00 GMT", out);
+        e.encode(b"etag", b"\"5f1a2b3c-1000\"", out);
+        e.encode(b"accept-ranges", b"bytes", out);
+        e.encode(b"cache-control", b"max-age=3600", out);
+        e.encode(b"server", b"ferrohttpd", out);
+    };
+    let mut out = Vec::with_capacity(256);
+    let mut e = Encoder::new();
+    g.bench_function("encode_response_same_second", |b| {
+        b.iter(|| {
+            head(&mut e, &mut out, black_box(DATE.as_bytes()));
+            black_box(&out);
+        })
+    });
+    let mut e = Encoder::new();
+    let mut date = DATE.as_bytes().to_vec();
+    let mut tick = 0u32;
+    g.bench_function("encode_response_new_second", |b| {
+        b.iter(|| {
+            // A different date each time: the literal and its Huffman coding every response.
+            tick = tick.wrapping_add(1);
+            date[24] = b'0' + (tick % 10) as u8;
+            date[23] = b'0' + (tick / 10 % 6) as u8;
+            head(&mut e, &mut out, black_box(&date));
+            black_box(&out);
+        })
+    });
+    g.finish();
+}
+
+/// Without the `http2` feature there is no HPACK to measure.
+#[cfg(not(feature = "http2"))]
+fn bench_hpack(_: &mut Criterion) {}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(250))
@@ -577,6 +672,6 @@ criterion_group! {
     name = benches;
     config = config();
     targets = bench_parse, bench_normalize, bench_resolve, bench_response, bench_mime, bench_glob, bench_range,
-        bench_conditional, bench_request
+        bench_conditional, bench_request, bench_hpack
 }
 criterion_main!(benches);

@@ -25,11 +25,16 @@
 //! The parser and `normalize` invariants live in `fuzz/checks.rs`, shared with the
 //! coverage-guided `cargo fuzz` targets (`fuzz/README.md`), which also check the chunked body
 //! decoder, the Range parser and the precondition evaluator. The corpus those targets grew is
-//! committed (`fuzz/corpus/<target>/`) and replayed here through the same checks.
+//! committed (`fuzz/corpus/<target>/`) and replayed here through the same checks, as is the
+//! corpus of the HPACK decoder's target (`fuzz/checks_hpack.rs`, with the `http2` feature).
 
 /// The invariants, shared with the `cargo fuzz` targets in `fuzz/`.
 #[path = "../fuzz/checks.rs"]
 mod checks;
+/// The HPACK decoder's invariants (the module exists only with the `http2` feature).
+#[cfg(feature = "http2")]
+#[path = "../fuzz/checks_hpack.rs"]
+mod checks_hpack;
 mod common;
 
 use std::cell::Cell;
@@ -961,5 +966,26 @@ fn fuzz_corpus_replays_clean() {
         }
         eprintln!("fuzz corpus: {target}: {} files", files.len());
     }
+    f.finish();
+}
+
+/// The `hpack_decode` target's committed corpus, replayed through its invariants.
+#[cfg(feature = "http2")]
+#[test]
+fn hpack_fuzz_corpus_replays_clean() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/hpack_decode");
+    let mut files: Vec<PathBuf> =
+        fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 10, "{}: {} files; the committed corpus is missing", dir.display(), files.len());
+    let mut f = Failures::new();
+    for file in &files {
+        let data = fs::read(file).unwrap();
+        f.check(
+            &format!("hpack_decode/{}", file.file_name().unwrap().to_string_lossy()),
+            checks_hpack::check_hpack_decode(&data),
+        );
+    }
+    eprintln!("fuzz corpus: hpack_decode: {} files", files.len());
     f.finish();
 }
