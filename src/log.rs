@@ -98,9 +98,21 @@ fn open_append(p: &Path) -> io::Result<File> {
         .map_err(|e| io::Error::new(e.kind(), format!("cannot open log file {}: {e}", p.display())))
 }
 
+/// The `minor` of a [`RequestLine`] that came over HTTP/2: logged as `HTTP/2.0`.
+pub const HTTP2: u8 = 20;
+
+/// The protocol of a request line, as logged.
+fn version(minor: u8) -> &'static [u8] {
+    match minor {
+        0 => b"HTTP/1.0",
+        HTTP2 => b"HTTP/2.0",
+        _ => b"HTTP/1.1",
+    }
+}
+
 /// What a record says about the request line.
 pub enum RequestLine<'a> {
-    /// A parsed request: method, target and minor version.
+    /// A parsed request: method, target and minor version (HTTP/1.`minor`, or [`HTTP2`]).
     Parsed { method: &'a str, target: &'a str, minor: u8 },
     /// Bytes that did not parse as a request line (logged escaped, possibly empty).
     Raw(&'a [u8]),
@@ -199,7 +211,8 @@ impl AccessLog {
                             escape_clf(out, clip(h.as_bytes()));
                         }
                         escape_clf(out, clip(target.as_bytes()));
-                        out.extend_from_slice(if minor == 0 { b" HTTP/1.0" } else { b" HTTP/1.1" });
+                        out.push(b' ');
+                        out.extend_from_slice(version(minor));
                     }
                     RequestLine::Raw(b) => escape_clf(out, clip(b)),
                 }
@@ -234,7 +247,7 @@ impl AccessLog {
                         out.extend_from_slice(b"\",\"uri\":\"");
                         escape_json(out, clip(target.as_bytes()));
                         out.extend_from_slice(b"\",\"protocol\":\"");
-                        out.extend_from_slice(if minor == 0 { b"HTTP/1.0" } else { b"HTTP/1.1" });
+                        out.extend_from_slice(version(minor));
                         out.extend_from_slice(b"\",");
                     }
                     RequestLine::Raw(b) => {

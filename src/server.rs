@@ -789,7 +789,12 @@ impl Server {
         match outcome {
             Ok(Drive::Wait) => {}
             Ok(Drive::Sleep(t)) => self.timers.push(Reverse((t, key))),
-            Ok(Drive::Pause(job)) => self.waiters.entry(job).or_default().push((key, conn.id())),
+            Ok(Drive::Pause(job)) => {
+                // An HTTP/2 connection may have several streams waiting, on different jobs.
+                for job in std::iter::once(job).chain(conn.more_jobs()) {
+                    self.waiters.entry(job).or_default().push((key, conn.id()));
+                }
+            }
             Ok(Drive::Yield) => {
                 if !conn.queued {
                     conn.queued = true;
@@ -1046,8 +1051,15 @@ impl Server {
         for key in idle {
             self.close(key);
         }
-        for (_, c) in self.conns.iter_mut() {
-            c.stop_keepalive();
+        let mut drive = Vec::new();
+        for (key, c) in self.conns.iter_mut() {
+            if c.stop_keepalive() {
+                drive.push(key);
+            }
+        }
+        // HTTP/2 connections: their GOAWAY goes out now, and an idle one closes.
+        for key in drive {
+            self.dispatch(key);
         }
     }
 }

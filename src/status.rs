@@ -15,6 +15,8 @@ pub struct Counters {
     pub bytes: u64,
     /// Responses by status class: index 1 = 1xx … 5 = 5xx.
     pub classes: [u64; 6],
+    /// Of `requests`, those that came over HTTP/2.
+    pub http2_requests: u64,
     /// TLS handshakes (all zero without TLS listeners).
     pub tls: TlsCounters,
 }

@@ -110,6 +110,38 @@ impl Default for TlsSettings {
     }
 }
 
+/// `[http2]`: HTTP/2 (RFC 9113; see `crate::h2` and `conn/h2.rs`). Parsed in every build;
+/// a build without the `http2` feature speaks HTTP/1.1 only and ignores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Http2Settings {
+    /// Offer `h2` by ALPN on the TLS listeners, and take h2c with prior knowledge if `h2c`.
+    pub enabled: bool,
+    /// On the plain listeners, a connection that starts with the HTTP/2 preface speaks HTTP/2.
+    pub h2c: bool,
+    /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub max_concurrent_streams: u32,
+    /// The largest decoded header list (SETTINGS_MAX_HEADER_LIST_SIZE; name + value + 32
+    /// per field); a request over it is answered 431.
+    pub max_header_list_size: u32,
+    /// The largest header block, HEADERS and CONTINUATION frames together, in bytes.
+    pub max_header_block: u32,
+    /// The HPACK dynamic table the client's encoder may use (SETTINGS_HEADER_TABLE_SIZE).
+    pub header_table_size: u32,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Http2Settings {
+        Http2Settings {
+            enabled: true,
+            h2c: true,
+            max_concurrent_streams: 100,
+            max_header_list_size: 16 * 1024,
+            max_header_block: 64 * 1024,
+            header_table_size: 4096,
+        }
+    }
+}
+
 /// thttpd compatibility settings (see `THTTPD.md`); all off in a plain ferrohttpd setup.
 #[derive(Clone, Debug, Default)]
 pub struct ThttpdCompat {
@@ -226,6 +258,8 @@ pub struct Config {
     pub health_log: bool,
     /// HTTPS (`[tls]`).
     pub tls: TlsSettings,
+    /// HTTP/2 (`[http2]`).
+    pub http2: Http2Settings,
 }
 
 impl Default for Config {
@@ -293,6 +327,7 @@ impl Default for Config {
             health_path: None,
             health_log: true,
             tls: TlsSettings::default(),
+            http2: Http2Settings::default(),
         }
     }
 }

@@ -34,6 +34,18 @@ struct Raw {
     redirect: Option<Vec<RawRule>>,
     rewrite: Option<Vec<RawRule>>,
     tls: Option<RawTls>,
+    http2: Option<RawHttp2>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp2 {
+    enabled: S<bool>,
+    h2c: S<bool>,
+    max_concurrent_streams: S<i64>,
+    max_header_list_size: S<i64>,
+    max_header_block: S<i64>,
+    header_table_size: S<i64>,
 }
 
 #[derive(Deserialize)]
@@ -808,6 +820,28 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
         if let Some(v) = t.redirect_http {
             cfg.tls.redirect_http = v.into_inner();
+        }
+    }
+
+    if let Some(h) = raw.http2 {
+        let c = &mut cfg.http2;
+        if let Some(v) = h.enabled {
+            c.enabled = *v.get_ref();
+        }
+        if let Some(v) = h.h2c {
+            c.h2c = *v.get_ref();
+        }
+        if let Some(v) = h.max_concurrent_streams {
+            c.max_concurrent_streams = cx.int("http2.max_concurrent_streams", &v, 1, 1000)?;
+        }
+        if let Some(v) = h.max_header_list_size {
+            c.max_header_list_size = cx.int("http2.max_header_list_size", &v, 1024, 1024 * 1024)?;
+        }
+        if let Some(v) = h.max_header_block {
+            c.max_header_block = cx.int("http2.max_header_block", &v, 1024, 1024 * 1024)?;
+        }
+        if let Some(v) = h.header_table_size {
+            c.header_table_size = cx.int("http2.header_table_size", &v, 4096, 65536)?;
         }
     }
 

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use crate::fs::cache::FileEntry;
 use crate::http::range::ByteRange;
-use crate::log::Pending;
+use crate::http::request::{Method, Request};
+use crate::log::{Pending, Record, RequestLine, TlsInfo};
 use crate::server::Ctx;
 use crate::thttpd::throttle::{Admission, RateLimiter};
 
@@ -90,6 +91,8 @@ pub(super) struct Exchange {
     /// The authenticated user and the virtual host of the current request, for the log.
     pub(super) user: Option<String>,
     pub(super) vhost: Option<String>,
+    /// The connection's TLS protocol and cipher, for the log (None for plain HTTP).
+    pub(super) tls: Option<TlsInfo>,
     /// The throttle rules this transfer counts against, with its share of their rate.
     pub(super) throttle: Option<(Admission, RateLimiter)>,
     /// The per-connection rate limit (`limit_rate`).
@@ -115,6 +118,7 @@ impl Exchange {
             log: Pending::default(),
             user: None,
             vhost: None,
+            tls: None,
             throttle: None,
             limit: None,
         }
@@ -127,6 +131,45 @@ impl Exchange {
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
         let addr = socket2::SockRef::from(&fd).local_addr().ok()?;
         addr.as_socket().map(|a| a.ip().to_canonical())
+    }
+
+    /// Starts the access record of the response (completed with the bytes sent when the
+    /// transfer ends).
+    pub(super) fn begin_log(
+        &mut self,
+        cx: &Ctx,
+        status: u16,
+        line: RequestLine<'_>,
+        referer: Option<&[u8]>,
+        ua: Option<&[u8]>,
+    ) {
+        if cx.access.enabled() {
+            let rec = Record {
+                client: self.client,
+                time: cx.clock.log_date(),
+                line,
+                status,
+                referer,
+                user_agent: ua,
+                user: self.user.as_deref(),
+                vhost: self.vhost.as_deref(),
+                tls: self.tls,
+            };
+            cx.access.begin(&mut self.log, &rec);
+        }
+    }
+
+    /// Starts the access record of an answered request, logged with `minor` (HTTP/1.x's,
+    /// or `log::HTTP2`); health checks only with `[health] log`.
+    pub(super) fn log_request(&mut self, cx: &Ctx, req: &Request<'_>, status: u16, minor: u8) {
+        let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
+        if is_health && !cx.cfg.health_log && matches!(req.method, Method::Get | Method::Head) {
+            // An empty pending line is never written.
+            self.log = Pending::default();
+        } else {
+            let line = RequestLine::Parsed { method: req.method_str, target: req.target, minor };
+            self.begin_log(cx, status, line, req.referer, req.user_agent);
+        }
     }
 
     /// Releases everything that belongs to the response just sent (or abandoned).

@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 use mio::net::TcpStream;
 
 mod exchange;
+#[cfg(feature = "http2")]
+mod h2;
 mod routing;
 mod serve;
 #[cfg(feature = "tls")]
@@ -45,7 +47,7 @@ mod tls_io;
 use crate::fs::cache;
 use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
 use crate::http::response::Head;
-use crate::log::{Pending, Record, RequestLine};
+use crate::log::RequestLine;
 use crate::server::Ctx;
 use crate::sys;
 use crate::thttpd::throttle::{self, RateLimiter};
@@ -143,6 +145,10 @@ pub struct Conn {
     rdhup: bool,
     /// The response of the current request.
     ex: Exchange,
+    /// The HTTP/2 state, once the connection speaks it (a pointer: an HTTP/1.1 connection
+    /// grows by one word).
+    #[cfg(feature = "http2")]
+    h2: Option<Box<h2::H2>>,
     /// Close once the queued response is out.
     close_after: bool,
     discard: Discard,
@@ -173,6 +179,8 @@ impl Conn {
             peer_eof: false,
             rdhup: false,
             ex: Exchange::new(fd, peer, cx.clock.now),
+            #[cfg(feature = "http2")]
+            h2: None,
             close_after: false,
             discard: Discard::None,
             served: 0,
@@ -191,10 +199,22 @@ impl Conn {
     /// Ends a pause: the verification the request waited for is done (or was forgotten);
     /// the next [`Conn::drive`] parses the request again.
     pub fn resume(&mut self) {
+        #[cfg(feature = "http2")]
+        self.h2_resume();
         if self.phase == Phase::Paused {
             self.phase = Phase::Head;
             self.ex.waiting = None;
         }
+    }
+
+    /// Verification jobs of paused HTTP/2 streams beyond the one [`Drive::Pause`] carried
+    /// (none for HTTP/1.1, which pauses one request at a time).
+    pub fn more_jobs(&mut self) -> Vec<u64> {
+        #[cfg(feature = "http2")]
+        if let Some(h) = &mut self.h2 {
+            return h.take_jobs();
+        }
+        Vec::new()
     }
 
     pub fn socket(&mut self) -> &mut TcpStream {
@@ -240,6 +260,10 @@ impl Conn {
 
     /// The connection's state, for the status page.
     pub fn state(&self) -> ConnState {
+        #[cfg(feature = "http2")]
+        if let Some(h) = &self.h2 {
+            return h.state();
+        }
         match self.phase {
             Phase::Idle => ConnState::Idle,
             Phase::Head | Phase::Paused => ConnState::Reading,
@@ -259,9 +283,14 @@ impl Conn {
         self.phase == Phase::Idle && self.rstart == self.rend
     }
 
-    /// Called at shutdown: finish what is in flight, then close.
-    pub fn stop_keepalive(&mut self) {
+    /// Called at shutdown: finish what is in flight, then close. True when the connection
+    /// must be driven for that to start (HTTP/2: its GOAWAY is queued).
+    pub fn stop_keepalive(&mut self) -> bool {
         self.close_after = true;
+        #[cfg(feature = "http2")]
+        return self.h2_go_away();
+        #[cfg(not(feature = "http2"))]
+        false
     }
 
     /// Gives buffers back to the pools, and throttle shares back, before the connection is
@@ -273,10 +302,16 @@ impl Conn {
         self.ex.end_transfer(cx);
         #[cfg(feature = "tls")]
         self.count_unfinished_handshake(cx);
+        #[cfg(feature = "http2")]
+        self.h2_release(cx);
     }
 
     /// Runs the state machine until it has to wait.
     pub fn drive(&mut self, cx: &mut Ctx) -> Drive {
+        #[cfg(feature = "http2")]
+        if self.h2.is_some() {
+            return self.drive_h2(cx);
+        }
         let mut budget = WRITE_BUDGET;
         let mut answered = 0;
         loop {
@@ -305,6 +340,11 @@ impl Conn {
                     }
                     match self.consume(cx) {
                         Ok(true) => {
+                            #[cfg(feature = "http2")]
+                            if self.h2.is_some() {
+                                // The preface came: the rest is HTTP/2's.
+                                return self.drive_h2(cx);
+                            }
                             answered += 1;
                             continue;
                         }
@@ -322,6 +362,8 @@ impl Conn {
                     #[cfg(feature = "tls")]
                     if let Transport::Tls(_) = self.transport {
                         match self.fill_tls(cx) {
+                            #[cfg(feature = "http2")]
+                            Ok(true) if self.h2.is_some() => return self.drive_h2(cx),
                             Ok(true) => continue,
                             Ok(false) => return self.park(cx),
                             Err(()) => return Drive::Close,
@@ -348,6 +390,15 @@ impl Conn {
             self.rend = 0;
         }
         Drive::Wait
+    }
+
+    /// True for a connection without TLS.
+    #[cfg(feature = "http2")]
+    fn plain(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return matches!(self.transport, Transport::Plain);
+        #[cfg(not(feature = "tls"))]
+        true
     }
 
     /// Uses buffered bytes: skips body bytes being discarded, then parses and answers one
@@ -388,6 +439,17 @@ impl Conn {
                     self.deadline = cx.clock.now + cx.cfg.header_timeout;
                 }
                 false
+            }
+            #[cfg(feature = "http2")]
+            Err(_) if self.plain() && self.served == 0 && h2::preface(cx, region).is_some() => {
+                // The HTTP/2 preface (its `HTTP/2.0` is what failed): switch, or wait for
+                // the rest of it.
+                let complete = h2::preface(cx, region) == Some(true);
+                self.rbuf = Some(rbuf);
+                if complete {
+                    self.start_h2(cx);
+                }
+                return Ok(complete);
             }
             Err(rej) => {
                 let line = first_line(&rbuf[self.rstart..self.rend]);
@@ -519,26 +581,11 @@ impl Conn {
             crate::http::forwarded::client(self.peer, &cx.cfg.trusted_proxies, req.forwarded, req.x_forwarded_for)
         };
 
-        let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
-        let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
-        let status = match req.method {
-            #[cfg(feature = "tls")]
-            _ if cx.cfg.tls.redirect_http && !is_health && self.is_plain() && req.path.starts_with('/') => {
-                self.redirect_https(cx, req)
-            }
-            #[cfg(feature = "tls")]
-            _ if self.misdirected(cx, req) => self.ex.simple_response(cx, 421, req, None),
-            Method::Get | Method::Head if is_health => self.ex.health(cx, req),
-            Method::Get | Method::Head if is_status_page => self.ex.status_page(cx, req),
-            Method::Get | Method::Head => self.ex.serve_file(cx, req),
-            Method::Options => {
-                let mut h = Head::new(&mut self.ex.head, 204, cx.clock.http_date(), &cx.fixed_fields);
-                h.field("Allow", ALLOW);
-                h.finish(keep, req.minor);
-                204
-            }
-            _ => self.ex.simple_response(cx, 405, req, None),
-        };
+        #[cfg(feature = "tls")]
+        let early = self.early(cx, req);
+        #[cfg(not(feature = "tls"))]
+        let early = Early::Pipeline;
+        let status = answer(&mut self.ex, cx, req, early);
         if self.ex.waiting.is_some() {
             // Undo what answering began; the request is parsed again on resume.
             debug_assert_eq!(status, serve::PAUSED);
@@ -549,12 +596,11 @@ impl Conn {
             self.phase = Phase::Paused;
             return false;
         }
-        if is_health && !cx.cfg.health_log && matches!(req.method, Method::Get | Method::Head) {
-            // An empty pending line is never written.
-            self.ex.log = Pending::default();
-        } else {
-            self.begin_log(cx, status, req_line(req), req.referer, req.user_agent);
+        #[cfg(feature = "tls")]
+        {
+            self.ex.tls = self.tls_names();
         }
+        self.ex.log_request(cx, req, status, req.minor);
         self.start_send(cx, status);
         true
     }
@@ -566,28 +612,12 @@ impl Conn {
         self.ex.client = self.peer;
         self.discard = Discard::None;
         self.ex.simple_response_raw(cx, rej.status, 1, false, None);
-        self.begin_log(cx, rej.status, line, None, None);
-        self.start_send(cx, rej.status);
-    }
-
-    fn begin_log(&mut self, cx: &Ctx, status: u16, line: RequestLine<'_>, referer: Option<&[u8]>, ua: Option<&[u8]>) {
-        if cx.access.enabled() {
-            let rec = Record {
-                client: self.ex.client,
-                time: cx.clock.log_date(),
-                line,
-                status,
-                referer,
-                user_agent: ua,
-                user: self.ex.user.as_deref(),
-                vhost: self.ex.vhost.as_deref(),
-                #[cfg(feature = "tls")]
-                tls: self.tls_names(),
-                #[cfg(not(feature = "tls"))]
-                tls: None,
-            };
-            cx.access.begin(&mut self.ex.log, &rec);
+        #[cfg(feature = "tls")]
+        {
+            self.ex.tls = self.tls_names();
         }
+        self.ex.begin_log(cx, rej.status, line, None, None);
+        self.start_send(cx, rej.status);
     }
 
     fn start_send(&mut self, cx: &Ctx, status: u16) {
@@ -795,6 +825,46 @@ impl Conn {
         self.rstart = 0;
         self.rend = 0;
         result
+    }
+}
+
+/// What the transport decides before the pipeline runs (`Conn::early`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Early {
+    /// Nothing: the pipeline answers.
+    Pipeline,
+    /// The 421 rule: the Host picks another site than the TLS connection's SNI name.
+    #[cfg(feature = "tls")]
+    Misdirected,
+    /// `[tls] redirect_http` on a plain connection.
+    #[cfg(feature = "tls")]
+    RedirectHttps,
+}
+
+/// The request pipeline, for either protocol: the transport's early answers (421, the
+/// redirect to HTTPS), the health endpoint, the status page, GET/HEAD of a file, OPTIONS, or
+/// 405. Returns the status queued in `ex` (its head block and body source), or
+/// `serve::PAUSED` with `ex.waiting` set.
+fn answer(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>, early: Early) -> u16 {
+    #[cfg(not(feature = "tls"))]
+    let Early::Pipeline = early;
+    let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
+    let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
+    match req.method {
+        #[cfg(feature = "tls")]
+        _ if early == Early::RedirectHttps => tls_io::redirect_https(ex, cx, req),
+        #[cfg(feature = "tls")]
+        _ if early == Early::Misdirected => ex.simple_response(cx, 421, req, None),
+        Method::Get | Method::Head if is_health => ex.health(cx, req),
+        Method::Get | Method::Head if is_status_page => ex.status_page(cx, req),
+        Method::Get | Method::Head => ex.serve_file(cx, req),
+        Method::Options => {
+            let mut h = Head::new(&mut ex.head, 204, cx.clock.http_date(), &cx.fixed_fields);
+            h.field("Allow", ALLOW);
+            h.finish(ex.keep, req.minor);
+            204
+        }
+        _ => ex.simple_response(cx, 405, req, None),
     }
 }
 

@@ -26,7 +26,8 @@
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 
-use super::{is_peer_gone, Body, Conn, Discard, Phase, Transport, WriteResult};
+use super::exchange::Exchange;
+use super::{is_peer_gone, Body, Conn, Discard, Early, Phase, Transport, WriteResult};
 use crate::fs::cache;
 use crate::http::request::Request;
 use crate::server::Ctx;
@@ -37,7 +38,7 @@ use crate::tls::{TlsState, OUT_LIMIT};
 const CHUNK: usize = 16 * 1024;
 
 /// What flushing the encrypted output came to.
-enum Flush {
+pub(super) enum Flush {
     /// Nothing left in rustls.
     Done,
     Blocked,
@@ -67,16 +68,18 @@ impl Conn {
         site(sni.strip_suffix(b".").unwrap_or(sni)) != site(host.strip_suffix(b".").unwrap_or(host))
     }
 
-    /// `[tls] redirect_http`: the same URL over HTTPS, permanently (nginx's `return 301
-    /// https://$host$request_uri`): the request's host without its port, the port of the
-    /// first TLS listener unless it is 443, the path and query as sent. No host (HTTP/1.0
-    /// without Host): nothing to redirect to, 400.
-    pub(super) fn redirect_https(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
-        let Some(host) = req.host.map(strip_port).filter(|h| !h.is_empty()) else {
-            return self.ex.simple_response(cx, 400, req, None);
-        };
-        let location = https_location(host, cx.https_port, req.path, req.query);
-        self.ex.simple_response(cx, 301, req, Some(("Location", &location)))
+    /// What the transport answers instead of the pipeline: the redirect to HTTPS on a
+    /// plain connection (`[tls] redirect_http`; the health endpoint is still answered), or
+    /// 421 for a misdirected request.
+    pub(super) fn early(&self, cx: &Ctx, req: &Request<'_>) -> Early {
+        let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
+        if cx.cfg.tls.redirect_http && !is_health && self.is_plain() && req.path.starts_with('/') {
+            Early::RedirectHttps
+        } else if self.misdirected(cx, req) {
+            Early::Misdirected
+        } else {
+            Early::Pipeline
+        }
     }
 
     /// The protocol and cipher for the access log (None on a plain connection).
@@ -105,7 +108,7 @@ impl Conn {
     }
 
     /// Sends what rustls has encrypted. `budget` counts the bytes written.
-    fn flush_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> Flush {
+    pub(super) fn flush_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> Flush {
         let Transport::Tls(t) = &mut self.transport else { return Flush::Done };
         while t.conn.wants_write() {
             if !self.writable {
@@ -173,6 +176,12 @@ impl Conn {
                 }
                 if self.phase == Phase::Idle {
                     self.deadline = cx.clock.now + cx.cfg.header_timeout;
+                }
+                // ALPN chose HTTP/2 (offered only when `[http2]` enables it).
+                #[cfg(feature = "http2")]
+                if t.conn.alpn_protocol() == Some(b"h2") && self.h2.is_none() {
+                    self.start_h2(cx);
+                    return Ok(true);
                 }
             }
             if state.plaintext_bytes_to_read() > 0 {
@@ -385,6 +394,18 @@ fn strip_port(host: &[u8]) -> &[u8] {
         return host.iter().position(|&b| b == b']').map_or(host, |i| &host[..=i]);
     }
     host.iter().rposition(|&b| b == b':').map_or(host, |i| &host[..i])
+}
+
+/// `[tls] redirect_http`: the same URL over HTTPS, permanently (nginx's `return 301
+/// https://$host$request_uri`): the request's host without its port, the port of the
+/// first TLS listener unless it is 443, the path and query as sent. No host (HTTP/1.0
+/// without Host): nothing to redirect to, 400.
+pub(super) fn redirect_https(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+    let Some(host) = req.host.map(strip_port).filter(|h| !h.is_empty()) else {
+        return ex.simple_response(cx, 400, req, None);
+    };
+    let location = https_location(host, cx.https_port, req.path, req.query);
+    ex.simple_response(cx, 301, req, Some(("Location", &location)))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub enum Method {
 }
 
 impl Method {
-    fn from_token(t: &str) -> Option<Method> {
+    pub(crate) fn from_token(t: &str) -> Option<Method> {
         Some(match t {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
@@ -375,7 +375,7 @@ fn parse_into<'b>(
 
 /// Adds one field line's value to a list field (RFC 9110 §5.3: lines of a list field combine
 /// in order, separated by commas). Allocates only for a repeated field.
-fn join_line<'b>(slot: &mut Option<Cow<'b, [u8]>>, value: &'b [u8]) {
+pub(crate) fn join_line<'b>(slot: &mut Option<Cow<'b, [u8]>>, value: &'b [u8]) {
     match slot {
         None => *slot = Some(Cow::Borrowed(value)),
         Some(list) => {
@@ -482,7 +482,7 @@ pub fn valid_host(v: &[u8]) -> bool {
 }
 
 /// A non-empty run of ASCII digits as a u64, None on anything else or on overflow.
-fn parse_decimal(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_decimal(s: &[u8]) -> Option<u64> {
     if s.is_empty() {
         return None;
     }

@@ -5,9 +5,9 @@
 //! * [`sni`] picks the certificate from the SNI name: the `[[vhost]]`'s own, else the default.
 //! * [`server_config`] builds the one `rustls::ServerConfig` every TLS connection shares:
 //!   TLS 1.3 and 1.2 only, the provider's default suites (AEAD with forward secrecy only:
-//!   AES-GCM and ChaCha20-Poly1305), ALPN `http/1.1`, no client authentication. rustls has
-//!   no renegotiation and no compression. Built again on reload: connections in flight keep
-//!   the configuration (and certificate) they started with.
+//!   AES-GCM and ChaCha20-Poly1305), ALPN `h2` (with `[http2] enabled`) and `http/1.1`, no
+//!   client authentication. rustls has no renegotiation and no compression. Built again on
+//!   reload: connections in flight keep the configuration (and certificate) they started with.
 //! * Resumption: session tickets sealed by [`tickets::Ticketer`] (keys every worker derives
 //!   alike, rotated by the clock), and a bounded stateful cache (rustls's
 //!   `ServerSessionMemoryCache`, per process) for TLS 1.2 clients without tickets and for
@@ -75,7 +75,11 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
         .map_err(|e| format!("tls: {e}"))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
+    // `h2` first: a client that offers both gets HTTP/2 (RFC 7301: the server's order).
     sc.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if cfg!(feature = "http2") && cfg.http2.enabled {
+        sc.alpn_protocols.insert(0, b"h2".to_vec());
+    }
     let t = &cfg.tls;
     sc.session_storage = match previous {
         Some((old, sc)) if old.tls.session_cache == t.session_cache => Arc::clone(&sc.session_storage),

@@ -1,0 +1,594 @@
+//! HTTP/2 on a connection: the glue between the sans-IO session (`crate::h2::session`), the
+//! connection's transport (plain or TLS, as for HTTP/1.1) and the request pipeline, which is
+//! the same one HTTP/1.1 uses.
+//!
+//! * **Detection.** On a plain listener (with `[http2] h2c`), a connection whose first bytes
+//!   are the 24-byte preface speaks HTTP/2 (prior knowledge; `Upgrade: h2c` is not offered).
+//!   The check costs the HTTP/1.1 path nothing: it runs only when a head failed to parse,
+//!   which `PRI * HTTP/2.0` does (its version). Over TLS, ALPN `h2` decides once the
+//!   handshake is done.
+//! * **Input.** The connection's read buffer (a larger one, for a whole frame) feeds
+//!   [`Session::recv`]; nothing is read while the output buffer holds more than
+//!   [`OUT_HIGH`] bytes (backpressure, as HTTP/1.1 reads nothing while a response is
+//!   pending: floods of PING or SETTINGS cost output only as fast as the client reads it).
+//! * **Requests.** Each complete request becomes a [`Request`] borrowed from its decoded
+//!   fields and goes through [`Conn::answer`], the HTTP/1.1 pipeline, which queues an
+//!   HTTP/1.1 head and a body source in the connection's output queue. Both are moved into
+//!   the stream at once: the head becomes HEADERS (status from the status line, field names
+//!   lowercased, connection-specific fields dropped), the body stays a source (memory, a
+//!   mapped range, an fd range, multipart parts) pulled from as the windows allow.
+//! * **Output.** DATA frames are cut round-robin from the streams with something to send,
+//!   at most the peer's SETTINGS_MAX_FRAME_SIZE and both flow-control windows each, into
+//!   the session's one output buffer, which is written in large writes: many responses
+//!   leave in one `write`. A stream with no window waits (costing nothing) until a
+//!   WINDOW_UPDATE. Mapped bytes are copied by the kernel (`sys::copy_mapped`, never read
+//!   from user space: a truncated file gives EFAULT, not SIGBUS), fd ranges with `pread`.
+//! * **Pauses.** A stream whose credentials are being verified keeps its fields and is
+//!   answered again when the connection resumes; the others go on meanwhile.
+//! * **Ends.** Each stream's response is logged (protocol `HTTP/2.0`) and counted when its
+//!   last frame is queued; a stream the client resets is logged with what was sent. Shutdown
+//!   sends GOAWAY: streams in flight finish, then the connection closes.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::time::Instant;
+
+use super::exchange::{Body, Exchange};
+use super::{is_peer_gone, Conn, Drive, Phase, WriteResult, WRITE_BUDGET};
+use crate::fs::cache;
+use crate::h2::frame::{self, Code, PREFACE};
+use crate::h2::request::Fields;
+use crate::h2::session::{self, Event, Session};
+use crate::http::request::Limits;
+use crate::log::{RequestLine, HTTP2};
+use crate::server::Ctx;
+use crate::sys;
+
+/// Output buffered beyond which no more input is read and no more DATA is cut.
+const OUT_HIGH: usize = 64 * 1024;
+/// The read buffer: room for two frames of the largest size we accept.
+const RBUF: usize = 2 * (frame::HEADER_LEN + frame::MIN_MAX_FRAME_SIZE as usize);
+/// The most DATA bytes one frame carries, whatever the peer allows: streams take turns at
+/// this granularity.
+const CHUNK: usize = 16 * 1024;
+
+/// The HTTP/2 state of a connection (boxed in `Conn`).
+pub(super) struct H2 {
+    session: Session,
+    events: Vec<Event>,
+    /// Responses with body bytes still to send, in turn order.
+    streams: VecDeque<Stream>,
+    /// `session.out[out_pos..]` is not written yet.
+    out_pos: usize,
+    /// Requests waiting for a verification: their stream and fields.
+    paused: Vec<(u32, Fields)>,
+    /// Verification jobs not yet handed to the server.
+    jobs: Vec<u64>,
+    /// The connection was resumed: answer the paused requests again.
+    resumed: bool,
+    /// Lowercased field names of the head being converted.
+    names: Vec<u8>,
+}
+
+impl H2 {
+    pub(super) fn take_jobs(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    /// For the status page: writing while streams are open or output is pending.
+    pub(super) fn state(&self) -> super::ConnState {
+        if self.session.active_streams() > 0 || self.out_pos < self.session.out.len() {
+            super::ConnState::Writing
+        } else {
+            super::ConnState::Idle
+        }
+    }
+}
+
+/// One response being sent: its exchange, whose head block has become HEADERS (what is
+/// left of `ex.head` is the framing of the current multipart part, sent as DATA).
+struct Stream {
+    id: u32,
+    ex: Exchange,
+}
+
+impl Stream {
+    /// Bytes of the current part left: framing, then body.
+    fn left(&self) -> u64 {
+        let body = match &self.ex.body {
+            Body::None => 0,
+            Body::Mem { buf, pos } => (buf.len() - pos) as u64,
+            Body::Mapped { pos, end, .. } => (end - pos) as u64,
+            Body::File { pos, end, .. } => end - pos,
+        };
+        (self.ex.head.len() - self.ex.head_pos) as u64 + body
+    }
+
+    /// Nothing left to send, in this part or in another.
+    fn done(&self) -> bool {
+        self.left() == 0 && self.ex.parts.is_empty()
+    }
+}
+
+/// What producing DATA came to.
+enum Produced {
+    /// Frames were queued.
+    Some,
+    /// Nothing can be sent now; a rate limit allows more at this time, if any.
+    Nothing(Option<Instant>),
+}
+
+fn limits(cx: &Ctx) -> session::Limits {
+    let h = &cx.cfg.http2;
+    session::Limits {
+        max_concurrent_streams: h.max_concurrent_streams,
+        max_header_list_size: h.max_header_list_size,
+        max_header_block: h.max_header_block as usize,
+        header_table_size: h.header_table_size,
+    }
+}
+
+/// Whether buffered bytes that failed to parse as an HTTP/1.1 head are the HTTP/2 preface
+/// on a listener that takes h2c: `Some(true)` switch, `Some(false)` wait for more of it.
+pub(super) fn preface(cx: &Ctx, buf: &[u8]) -> Option<bool> {
+    if !cx.cfg.http2.enabled || !cx.cfg.http2.h2c {
+        return None;
+    }
+    if buf.len() >= PREFACE.len() {
+        return buf.starts_with(PREFACE).then_some(true);
+    }
+    PREFACE.starts_with(buf).then_some(false)
+}
+
+impl Conn {
+    /// Makes this an HTTP/2 connection; its unread input (the preface, if it came in clear)
+    /// is the session's first input.
+    pub(super) fn start_h2(&mut self, cx: &mut Ctx) {
+        let mut big = vec![0; RBUF].into_boxed_slice();
+        if let Some(old) = self.rbuf.take() {
+            let n = self.rend - self.rstart;
+            big[..n].copy_from_slice(&old[self.rstart..self.rend]);
+            self.rend = n;
+            self.rstart = 0;
+            cx.put_rbuf(old);
+        }
+        self.rbuf = Some(big);
+        self.phase = Phase::Head;
+        self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
+        self.h2 = Some(Box::new(H2 {
+            session: Session::new(limits(cx)),
+            events: Vec::new(),
+            streams: VecDeque::new(),
+            out_pos: 0,
+            paused: Vec::new(),
+            jobs: Vec::new(),
+            resumed: false,
+            names: Vec::new(),
+        }));
+    }
+
+    /// At shutdown: GOAWAY; streams in flight finish. True: drive the connection now.
+    pub(super) fn h2_go_away(&mut self) -> bool {
+        match &mut self.h2 {
+            Some(h) => {
+                h.session.go_away();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn h2_resume(&mut self) {
+        if let Some(h) = &mut self.h2 {
+            h.resumed = true;
+        }
+    }
+
+    /// Releases what the streams hold (at close).
+    pub(super) fn h2_release(&mut self, cx: &mut Ctx) {
+        if let Some(mut h) = self.h2.take() {
+            for s in h.streams.drain(..) {
+                finish_stream(cx, s, false);
+            }
+        }
+    }
+
+    /// [`Conn::drive`] for an HTTP/2 connection.
+    pub(super) fn drive_h2(&mut self, cx: &mut Ctx) -> Drive {
+        let mut budget = WRITE_BUDGET;
+        let mut sleep = None;
+        loop {
+            let mut progress = false;
+            // Input, unless the output is backed up.
+            if self.h2.as_ref().is_some_and(|h| h.session.out.len() - h.out_pos < OUT_HIGH) {
+                match self.h2_read(cx) {
+                    Ok(p) => progress |= p,
+                    Err(()) => return Drive::Close,
+                }
+            }
+            if self.h2.as_ref().is_some_and(|h| h.resumed) {
+                self.h2_answer_paused(cx);
+            }
+            match self.h2_produce(cx) {
+                Produced::Some => progress = true,
+                Produced::Nothing(t) => sleep = t,
+            }
+            match self.h2_flush(cx, &mut budget) {
+                WriteResult::Done => {}
+                WriteResult::Blocked => return self.h2_wait(cx, None),
+                WriteResult::Budget => return Drive::Yield,
+                WriteResult::Closed | WriteResult::Sleep(_) => return Drive::Close,
+            }
+            let Some(h) = &self.h2 else { return Drive::Close };
+            if h.session.is_closing() {
+                return self.close(cx);
+            }
+            if self.peer_eof {
+                return Drive::Close;
+            }
+            if !progress {
+                return self.h2_wait(cx, sleep);
+            }
+        }
+    }
+
+    /// Nothing more to do now: sets the deadline, hands over a verification job, or waits.
+    fn h2_wait(&mut self, cx: &mut Ctx, sleep: Option<Instant>) -> Drive {
+        let Some(h) = &mut self.h2 else { return Drive::Close };
+        let busy = h.session.active_streams() > 0 || h.out_pos < h.session.out.len();
+        if busy {
+            // The write-stall deadline is renewed on progress (h2_flush).
+        } else {
+            self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
+        }
+        if let Some(job) = h.jobs.pop() {
+            return Drive::Pause(job);
+        }
+        match sleep {
+            Some(t) => Drive::Sleep(t),
+            None => Drive::Wait,
+        }
+    }
+
+    /// Reads what the transport has and hands it to the session; answers the requests
+    /// that completed. `Ok(true)`: something was read.
+    fn h2_read(&mut self, cx: &mut Ctx) -> Result<bool, ()> {
+        let before = self.rend;
+        #[cfg(feature = "tls")]
+        if let super::Transport::Tls(_) = self.transport {
+            self.fill_tls(cx)?;
+        } else if self.readable && !self.fill(cx) {
+            return Err(());
+        }
+        #[cfg(not(feature = "tls"))]
+        if self.readable && !self.fill(cx) {
+            return Err(());
+        }
+        let got = self.rend != before;
+        let Some(rbuf) = self.rbuf.as_mut() else { return Err(()) };
+        let Some(h) = &mut self.h2 else { return Err(()) };
+        let used = h.session.recv(&rbuf[self.rstart..self.rend], &mut h.events);
+        self.rstart += used;
+        // Keep the incomplete frame at the front: the buffer always has room for a whole one.
+        rbuf.copy_within(self.rstart..self.rend, 0);
+        self.rend -= self.rstart;
+        self.rstart = 0;
+        let events = std::mem::take(&mut h.events);
+        for ev in events {
+            match ev {
+                Event::Request { stream, fields } => self.h2_request(cx, stream, fields),
+                Event::Reset { stream } => {
+                    let Some(h) = &mut self.h2 else { return Err(()) };
+                    h.paused.retain(|(id, _)| *id != stream);
+                    if let Some(i) = h.streams.iter().position(|s| s.id == stream) {
+                        if let Some(s) = h.streams.remove(i) {
+                            finish_stream(cx, s, false);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    fn h2_answer_paused(&mut self, cx: &mut Ctx) {
+        let Some(h) = &mut self.h2 else { return };
+        h.resumed = false;
+        let paused = std::mem::take(&mut h.paused);
+        for (id, fields) in paused {
+            self.h2_request(cx, id, fields);
+        }
+    }
+
+    /// Answers one request through the shared pipeline into its own exchange and queues
+    /// its HEADERS; a response with a body joins the streams being sent.
+    fn h2_request(&mut self, cx: &mut Ctx, id: u32, fields: Fields) {
+        let limits = Limits { max_uri_bytes: cx.cfg.max_uri_bytes, ..cx.limits };
+        // An empty list is one the session found over max_header_list_size.
+        let built = if fields.list_size() == 0 {
+            Err(crate::http::request::Reject { status: 431, why: "header list too large" })
+        } else {
+            fields.request(&limits)
+        };
+        let mut ex = Exchange::new(self.sock.as_raw_fd(), self.peer, cx.clock.now);
+        #[cfg(feature = "tls")]
+        {
+            ex.tls = self.tls_names();
+        }
+        let status = match &built {
+            Ok(req) => {
+                if !cx.cfg.trusted_proxies.is_empty() {
+                    let proxies = &cx.cfg.trusted_proxies;
+                    ex.client = crate::http::forwarded::client(self.peer, proxies, req.forwarded, req.x_forwarded_for);
+                }
+                #[cfg(feature = "tls")]
+                let early = self.early(cx, req);
+                #[cfg(not(feature = "tls"))]
+                let early = super::Early::Pipeline;
+                let status = super::answer(&mut ex, cx, req, early);
+                if let Some(job) = ex.waiting.take() {
+                    // Answered again when the verification is done (`h2_answer_paused`).
+                    ex.end_transfer(cx);
+                    if let Some(h) = &mut self.h2 {
+                        h.jobs.push(job);
+                        h.paused.push((id, fields));
+                    }
+                    return;
+                }
+                ex.log_request(cx, req, status, HTTP2);
+                status
+            }
+            Err(rej) => {
+                let status = ex.simple_response_raw(cx, rej.status, 1, false, None);
+                ex.begin_log(cx, status, RequestLine::Raw(b""), None, None);
+                status
+            }
+        };
+        cx.counters.http2_requests += 1;
+        ex.status = status;
+        ex.send_started = cx.clock.now;
+        ex.body_sent = 0;
+        // The head block goes out as HEADERS; what `head` holds from now on is multipart
+        // framing, sent as DATA.
+        ex.head_pos = ex.head.len();
+        let mut s = Stream { id, ex };
+        let Some(h) = &mut self.h2 else { return };
+        let end = s.done();
+        head_to_headers(&s.ex.head, &mut h.names, &mut h.session, id, end);
+        if s.left() == 0 && !end {
+            s.ex.next_part(cx);
+        }
+        if end {
+            finish_stream(cx, s, true);
+        } else {
+            h.streams.push_back(s);
+        }
+    }
+
+    /// Cuts DATA frames from the streams, in turn, while the windows and the output
+    /// buffer allow.
+    fn h2_produce(&mut self, cx: &mut Ctx) -> Produced {
+        let Some(h) = &mut self.h2 else { return Produced::Nothing(None) };
+        let mut any = false;
+        let mut wake: Option<Instant> = None;
+        let mut chunk = [0u8; CHUNK];
+        let mut idle_turns = 0;
+        while h.session.out.len() - h.out_pos < OUT_HIGH && idle_turns < h.streams.len() {
+            let Some(mut s) = h.streams.pop_front() else { break };
+            if !h.session.is_open(s.id) {
+                finish_stream(cx, s, false);
+                idle_turns = 0;
+                continue;
+            }
+            let (cap, t) = s.ex.rate_cap(cx);
+            let room = h.session.send_window(s.id).min(h.session.max_frame()).min(CHUNK).min(cap);
+            if room == 0 {
+                if let Some(t) = t {
+                    wake = Some(wake.map_or(t, |w| w.min(t)));
+                }
+                h.streams.push_back(s);
+                idle_turns += 1;
+                continue;
+            }
+            idle_turns = 0;
+            let n = match pull(cx, &mut s, &mut chunk[..room]) {
+                Ok(n) => n,
+                Err(()) => {
+                    let mut ev = Vec::new();
+                    h.session.reset(s.id, Code::Internal, &mut ev);
+                    finish_stream(cx, s, false);
+                    continue;
+                }
+            };
+            if s.left() == 0 && !s.ex.next_part(cx) {
+                h.session.send_data(s.id, n, true);
+                h.session.out.extend_from_slice(&chunk[..n]);
+                finish_stream(cx, s, true);
+            } else {
+                h.session.send_data(s.id, n, false);
+                h.session.out.extend_from_slice(&chunk[..n]);
+                h.streams.push_back(s);
+            }
+            any = true;
+        }
+        if any {
+            Produced::Some
+        } else {
+            Produced::Nothing(wake)
+        }
+    }
+
+    /// Writes the session's output.
+    fn h2_flush(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        loop {
+            let Some(h) = &mut self.h2 else { return WriteResult::Closed };
+            if h.out_pos == h.session.out.len() {
+                h.session.out.clear();
+                h.out_pos = 0;
+                #[cfg(feature = "tls")]
+                return match self.flush_tls(cx, budget) {
+                    super::tls_io::Flush::Done => WriteResult::Done,
+                    super::tls_io::Flush::Blocked => WriteResult::Blocked,
+                    super::tls_io::Flush::Budget => WriteResult::Budget,
+                    super::tls_io::Flush::Closed => WriteResult::Closed,
+                };
+                #[cfg(not(feature = "tls"))]
+                return WriteResult::Done;
+            }
+            if *budget == 0 {
+                return WriteResult::Budget;
+            }
+            let pending = &h.session.out[h.out_pos..];
+            #[cfg(feature = "tls")]
+            if let super::Transport::Tls(t) = &mut self.transport {
+                // rustls buffers at most OUT_LIMIT: hand it that much, then flush.
+                let took = match t.conn.writer().write(pending) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        cx.error(format_args!("tls write to {}: {e}", self.peer));
+                        return WriteResult::Closed;
+                    }
+                };
+                h.out_pos += took;
+                match self.flush_tls(cx, budget) {
+                    super::tls_io::Flush::Done => continue,
+                    super::tls_io::Flush::Blocked => return WriteResult::Blocked,
+                    super::tls_io::Flush::Budget => return WriteResult::Budget,
+                    super::tls_io::Flush::Closed => return WriteResult::Closed,
+                }
+            }
+            if !self.writable {
+                return WriteResult::Blocked;
+            }
+            match self.sock.write(pending) {
+                Ok(n) => {
+                    h.out_pos += n;
+                    *budget = budget.saturating_sub(n);
+                    self.deadline = cx.clock.now + cx.cfg.send_timeout;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.writable = false;
+                    return WriteResult::Blocked;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if !is_peer_gone(&e) {
+                        cx.error(format_args!("write to {}: {e}", self.peer));
+                    }
+                    return WriteResult::Closed;
+                }
+            }
+        }
+    }
+}
+
+/// Turns the HTTP/1.1 head the pipeline rendered into HEADERS: the status from the status
+/// line; each field with its name lowercased (RFC 9113 §8.2.1), except the
+/// connection-specific ones (§8.2.2).
+fn head_to_headers(head: &[u8], names: &mut Vec<u8>, session: &mut Session, id: u32, end: bool) {
+    let status = head.get(9..12).and_then(|d| std::str::from_utf8(d).ok()).and_then(|d| d.parse().ok()).unwrap_or(500);
+    names.clear();
+    let mut spans: Vec<(usize, usize, &[u8])> = Vec::with_capacity(16);
+    for line in head.split(|&b| b == b'\n').skip(1) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if [&b"connection"[..], b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"]
+            .iter()
+            .any(|c| name.eq_ignore_ascii_case(c))
+        {
+            continue;
+        }
+        let start = names.len();
+        names.extend(name.iter().map(u8::to_ascii_lowercase));
+        spans.push((start, names.len(), value));
+    }
+    let names = &*names;
+    session.send_headers(id, status, spans.iter().map(|&(a, b, v)| (&names[a..b], v)), end);
+}
+
+/// Copies the stream's next bytes (multipart framing, then body) into `out`. `Err`: the
+/// file changed under us (the entry is dropped from the cache) or could not be read.
+fn pull(cx: &mut Ctx, s: &mut Stream, out: &mut [u8]) -> Result<usize, ()> {
+    let ex = &mut s.ex;
+    let framing = &ex.head[ex.head_pos..];
+    let f = framing.len().min(out.len());
+    out[..f].copy_from_slice(&framing[..f]);
+    ex.head_pos += f;
+    let out = &mut out[f..];
+    let result = match &mut ex.body {
+        _ if out.is_empty() => Ok(0),
+        Body::None => Ok(0),
+        Body::Mem { buf, pos } => {
+            let n = (buf.len() - *pos).min(out.len());
+            out[..n].copy_from_slice(&buf[*pos..*pos + n]);
+            *pos += n;
+            Ok(n)
+        }
+        Body::Mapped { entry, pos, end } => {
+            let n = (*end - *pos).min(out.len());
+            let r = match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
+                _ if n == 0 => Ok(0),
+                // A rendering (a cached listing) is ordinary memory.
+                (cache::Body::Memory(_), Some(src)) => {
+                    out[..n].copy_from_slice(src);
+                    Ok(n)
+                }
+                // The kernel copies out of the mapping: a page gone with a truncation is
+                // EFAULT here, not SIGBUS.
+                (_, Some(src)) => sys::copy_mapped(src, &mut out[..n]),
+                (_, None) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+            };
+            match r {
+                Ok(0) if n > 0 => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                Ok(k) => {
+                    *pos += k;
+                    Ok(k)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Body::File { entry, pos, end, .. } => {
+            let cache::Body::Fd(file) = &entry.body else { return Err(()) };
+            let n = usize::try_from(*end - *pos).unwrap_or(usize::MAX).min(out.len());
+            match file.read_at(&mut out[..n], *pos) {
+                Ok(0) if n > 0 => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                Ok(k) => {
+                    *pos += k as u64;
+                    Ok(k)
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(n) => {
+            ex.body_sent += n as u64;
+            ex.charge(cx, n as u64);
+            Ok(f + n)
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+            ex.truncated(cx);
+            Err(())
+        }
+        Err(e) => {
+            cx.error(format_args!("read error while sending a file: {e}"));
+            Err(())
+        }
+    }
+}
+
+/// A stream's response is done (`complete`) or abandoned: log it, count it, release what
+/// it holds.
+fn finish_stream(cx: &mut Ctx, mut s: Stream, complete: bool) {
+    if cx.access.enabled() {
+        cx.access.finish(&s.ex.log, s.ex.body_sent, cx.clock.now);
+    }
+    if complete {
+        cx.counters.response(s.ex.status, s.ex.body_sent);
+    }
+    s.ex.end_transfer(cx);
+    cx.put_body(std::mem::take(&mut s.ex.head));
+}

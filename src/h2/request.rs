@@ -1,0 +1,368 @@
+//! An HTTP/2 request's header fields, as HPACK decoded them, turned into the same
+//! [`Request`] the HTTP/1.1 parser produces, so that one pipeline serves both.
+//!
+//! Two steps, because they fail differently:
+//! * [`Fields::validate`] applies the rules of RFC 9113 §8.2 and §8.3.1 (lowercase names
+//!   without separators or controls, values without NUL/CR/LF or surrounding whitespace,
+//!   pseudo-header fields first, each known one at most once, `:method`, `:scheme` and
+//!   `:path` present (CONNECT: `:authority` only), no connection-specific field, `te` only
+//!   `trailers`, one valid `content-length`, `host` agreeing with `:authority`). A request
+//!   that breaks one is *malformed*: a stream error of type PROTOCOL_ERROR, no response.
+//! * [`Fields::request`] builds the [`Request`], borrowing from the fields, with the same
+//!   4xx decisions as HTTP/1.1 where they apply (an unknown method 501, a target too long
+//!   414, an invalid authority or target form 400, an unknown expectation 417). Those are
+//!   answered on the stream like any other response.
+//!
+//! Repeated fields combine as in HTTP/1.1 (`http::request`): list fields join with ", ",
+//! single-value fields sent twice are ignored or emptied, the last `referer` and
+//! `user-agent` count.
+
+use crate::http::request::{join_line, parse_decimal, valid_host, Framing, Limits, Method, Reject, Request};
+
+/// The decoded header fields of one request: names and values in one buffer, in order.
+#[derive(Debug, Default)]
+pub struct Fields {
+    buf: Vec<u8>,
+    /// (start, name length, value length) of each field in `buf`.
+    spans: Vec<(u32, u32, u32)>,
+    /// The sum of name + value + 32 over the fields (RFC 9113 §6.5.2's header list size).
+    list_size: usize,
+}
+
+const fn reject(status: u16, why: &'static str) -> Reject {
+    Reject { status, why }
+}
+
+/// Connection-specific fields, which HTTP/2 forbids (RFC 9113 §8.2.2).
+const CONNECTION_SPECIFIC: [&[u8]; 5] =
+    [b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"];
+
+/// A request that breaks a rule of RFC 9113 §8.2 or §8.3.1: a stream error of type
+/// PROTOCOL_ERROR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Malformed;
+
+/// A field value as text, when it is visible ASCII only (what a method or target can be).
+fn text(v: &[u8]) -> Option<&str> {
+    std::str::from_utf8(v).ok().filter(|s| s.bytes().all(|b| b.is_ascii_graphic()))
+}
+
+impl Fields {
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.spans.clear();
+        self.list_size = 0;
+    }
+
+    /// Adds one decoded field.
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        let start = self.buf.len() as u32;
+        self.buf.extend_from_slice(name);
+        self.buf.extend_from_slice(value);
+        self.spans.push((start, name.len() as u32, value.len() as u32));
+        self.list_size += name.len() + value.len() + 32;
+    }
+
+    /// The header list size so far (RFC 9113 §6.5.2).
+    pub fn list_size(&self) -> usize {
+        self.list_size
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans.iter().map(|&(s, n, v)| {
+            let (s, n, v) = (s as usize, n as usize, v as usize);
+            (&self.buf[s..s + n], &self.buf[s + n..s + n + v])
+        })
+    }
+
+    fn pseudo(&self, name: &[u8]) -> Option<&[u8]> {
+        self.iter().take_while(|(n, _)| n.first() == Some(&b':')).find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// Checks the rules of RFC 9113 §8.2 and §8.3.1 (see the module docs). `Ok`: the
+    /// request is well-formed, with its `content-length` if it has one; `Err`: malformed.
+    pub fn validate(&self) -> Result<Option<u64>, Malformed> {
+        let mut regular = false;
+        let mut seen = 0u8;
+        let mut content_length = None;
+        let mut host = None;
+        for (name, value) in self.iter() {
+            let (pseudo, bare) = match name.split_first() {
+                Some((b':', rest)) => (true, rest),
+                _ => (false, name),
+            };
+            if bare.is_empty() || bare.iter().any(|&b| b <= 0x20 || b.is_ascii_uppercase() || b >= 0x7f) {
+                return Err(Malformed);
+            }
+            if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+                || value.first().is_some_and(|b| matches!(b, b' ' | b'\t'))
+                || value.last().is_some_and(|b| matches!(b, b' ' | b'\t'))
+            {
+                return Err(Malformed);
+            }
+            if pseudo {
+                let bit = match bare {
+                    b"method" => 1,
+                    b"scheme" => 2,
+                    b"path" => 4,
+                    b"authority" => 8,
+                    _ => return Err(Malformed),
+                };
+                if regular || seen & bit != 0 {
+                    return Err(Malformed);
+                }
+                seen |= bit;
+                continue;
+            }
+            regular = true;
+            if CONNECTION_SPECIFIC.contains(&name) || (name == b"te" && !value.eq_ignore_ascii_case(b"trailers")) {
+                return Err(Malformed);
+            }
+            if name == b"content-length" {
+                let n = parse_decimal(value).ok_or(Malformed)?;
+                if content_length.is_some_and(|c| c != n) {
+                    return Err(Malformed);
+                }
+                content_length = Some(n);
+            } else if name == b"host" {
+                if host.is_some() {
+                    return Err(Malformed);
+                }
+                host = Some(value);
+            }
+        }
+        let connect = self.pseudo(b":method") == Some(b"CONNECT");
+        let complete = if connect { seen == 1 | 8 } else { seen & 7 == 7 };
+        if !complete || self.pseudo(b":path") == Some(b"") {
+            return Err(Malformed);
+        }
+        if let (Some(h), Some(a)) = (host, self.pseudo(b":authority")) {
+            if !h.eq_ignore_ascii_case(a) {
+                return Err(Malformed);
+            }
+        }
+        Ok(content_length)
+    }
+
+    /// Builds the request from fields that [`Fields::validate`] accepted. `Err`: the 4xx
+    /// (or 501) to answer on the stream.
+    pub fn request(&self, limits: &Limits) -> Result<Request<'_>, Reject> {
+        let method_str = self.pseudo(b":method").and_then(text).ok_or(reject(400, "invalid :method"))?;
+        let method = Method::from_token(method_str).ok_or(reject(501, "unknown method"))?;
+        let authority = self.pseudo(b":authority");
+        let target = match method {
+            Method::Connect => authority.and_then(text).ok_or(reject(400, "invalid :authority"))?,
+            _ => self.pseudo(b":path").and_then(text).ok_or(reject(400, "invalid :path"))?,
+        };
+        if target.len() > limits.max_uri_bytes {
+            return Err(reject(414, "request-target too long"));
+        }
+        let mut r = Request {
+            method,
+            method_str,
+            target,
+            path: target,
+            query: None,
+            minor: 1,
+            host: None,
+            keep_alive: true,
+            framing: Framing::None,
+            expect_continue: false,
+            referer: None,
+            user_agent: None,
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            if_range: None,
+            range: None,
+            accept_encoding: None,
+            accept: None,
+            authorization: None,
+            forwarded: None,
+            x_forwarded_for: None,
+            head_len: 0,
+        };
+        if method != Method::Connect {
+            if target.contains('#') {
+                return Err(reject(400, "fragment in :path"));
+            }
+            if target == "*" {
+                if method != Method::Options {
+                    return Err(reject(400, "asterisk-form is only for OPTIONS"));
+                }
+                r.path = "*";
+            } else if !target.starts_with('/') {
+                return Err(reject(400, "invalid :path"));
+            } else if let Some((p, q)) = target.split_once('?') {
+                r.path = p;
+                r.query = Some(q);
+            }
+        }
+        let mut repeated = 0u8;
+        for (name, value) in self.iter().skip_while(|(n, _)| n.first() == Some(&b':')) {
+            let (slot, bit) = match name {
+                b"host" => (&mut r.host, 32),
+                b"range" => (&mut r.range, 1),
+                b"referer" => (&mut r.referer, 0),
+                b"if-range" => (&mut r.if_range, 2),
+                b"user-agent" => (&mut r.user_agent, 0),
+                b"authorization" => (&mut r.authorization, 4),
+                b"if-modified-since" => (&mut r.if_modified_since, 8),
+                b"if-unmodified-since" => (&mut r.if_unmodified_since, 16),
+                b"accept" => {
+                    join_line(&mut r.accept, value);
+                    continue;
+                }
+                b"if-match" => {
+                    join_line(&mut r.if_match, value);
+                    continue;
+                }
+                b"if-none-match" => {
+                    join_line(&mut r.if_none_match, value);
+                    continue;
+                }
+                b"accept-encoding" => {
+                    join_line(&mut r.accept_encoding, value);
+                    continue;
+                }
+                b"forwarded" | b"x-forwarded-for" => {
+                    let slot = if name.len() == 9 { &mut r.forwarded } else { &mut r.x_forwarded_for };
+                    *slot = Some(if slot.is_some() { &[][..] } else { value });
+                    continue;
+                }
+                b"expect" if value.eq_ignore_ascii_case(b"100-continue") => continue,
+                b"expect" => return Err(reject(417, "unsupported expectation")),
+                b"content-length" => {
+                    let n = parse_decimal(value).unwrap_or(0);
+                    r.framing = if n == 0 { Framing::None } else { Framing::Length(n) };
+                    continue;
+                }
+                _ => continue,
+            };
+            if slot.is_some() {
+                repeated |= bit;
+            }
+            *slot = Some(value);
+        }
+        if repeated & 1 != 0 {
+            r.range = None;
+        }
+        if repeated & 2 != 0 {
+            r.if_range = Some(b"");
+        }
+        if repeated & 4 != 0 {
+            r.authorization = Some(b"");
+        }
+        if repeated & 8 != 0 {
+            r.if_modified_since = None;
+        }
+        if repeated & 16 != 0 {
+            r.if_unmodified_since = None;
+        }
+        // `:authority` is the target's authority; a `host` (validated to agree) stands in
+        // for it when a client sends only that.
+        if let Some(a) = authority {
+            r.host = Some(a);
+        }
+        if r.host.is_some_and(|h| !valid_host(h)) {
+            return Err(reject(400, "invalid :authority"));
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(list: &[(&str, &str)]) -> Fields {
+        let mut f = Fields::default();
+        for (n, v) in list {
+            f.push(n.as_bytes(), v.as_bytes());
+        }
+        f
+    }
+
+    const GET: [(&str, &str); 4] =
+        [(":method", "GET"), (":scheme", "https"), (":path", "/a/b?x=1"), (":authority", "ex.org")];
+    const LIMITS: Limits = Limits { max_header_bytes: 8192, max_uri_bytes: 100, max_headers: 100 };
+
+    fn with(extra: &[(&'static str, &'static str)]) -> Fields {
+        let mut all = GET.to_vec();
+        all.extend_from_slice(extra);
+        fields(&all)
+    }
+
+    #[test]
+    fn a_plain_get() {
+        let f =
+            with(&[("accept-encoding", "br"), ("accept-encoding", "gzip"), ("user-agent", "t"), ("te", "trailers")]);
+        assert_eq!(f.validate(), Ok(None));
+        let r = f.request(&LIMITS).unwrap();
+        assert_eq!(
+            (r.method, r.method_str, r.target, r.path, r.query),
+            (Method::Get, "GET", "/a/b?x=1", "/a/b", Some("x=1"))
+        );
+        assert_eq!(r.host, Some(&b"ex.org"[..]));
+        assert_eq!(r.accept_encoding.as_deref(), Some(&b"br, gzip"[..]));
+        assert_eq!(r.user_agent, Some(&b"t"[..]));
+        let extra = (15 + 2 + 32) + (15 + 4 + 32) + (10 + 1 + 32) + (2 + 8 + 32);
+        assert_eq!(f.list_size(), GET.iter().map(|(n, v)| n.len() + v.len() + 32).sum::<usize>() + extra);
+    }
+
+    #[test]
+    fn malformed_requests() {
+        let bad = |f: Fields| assert_eq!(f.validate(), Err(Malformed), "{f:?}");
+        bad(with(&[("Accept", "x")]));
+        bad(with(&[("acc ept", "x")]));
+        bad(with(&[("", "x")]));
+        bad(with(&[("x", " lead")]));
+        bad(with(&[("x", "trail\t")]));
+        bad(with(&[("x", "a\r\nb")]));
+        bad(with(&[("x", "nul\0")]));
+        bad(with(&[("connection", "keep-alive")]));
+        bad(with(&[("transfer-encoding", "chunked")]));
+        bad(with(&[("upgrade", "h2c")]));
+        bad(with(&[("te", "gzip")]));
+        bad(with(&[("content-length", "12x")]));
+        bad(with(&[("content-length", "1"), ("content-length", "2")]));
+        bad(with(&[("host", "other.org")]));
+        bad(with(&[(":status", "200")]));
+        bad(with(&[(":method", "GET")]));
+        bad(with(&[("x", "y"), (":extra", "z")]));
+        bad(fields(&[(":method", "GET"), ("x", "y"), (":scheme", "https"), (":path", "/")]));
+        bad(fields(&[(":method", "GET"), (":scheme", "https")]));
+        bad(fields(&[(":method", "GET"), (":scheme", "https"), (":path", "")]));
+        bad(fields(&[(":method", "CONNECT"), (":authority", "a:443"), (":path", "/")]));
+        assert_eq!(with(&[("content-length", "5"), ("host", "EX.org")]).validate(), Ok(Some(5)));
+        assert_eq!(fields(&[(":method", "CONNECT"), (":authority", "a:443")]).validate(), Ok(None));
+    }
+
+    #[test]
+    fn the_same_4xx_as_http1() {
+        let status = |f: Fields| f.request(&LIMITS).map(|_| 0).unwrap_or_else(|r| r.status);
+        assert_eq!(status(fields(&[(":method", "BREW"), (":scheme", "http"), (":path", "/")])), 501);
+        let long = format!("/{}", "a".repeat(100));
+        assert_eq!(status(fields(&[(":method", "GET"), (":scheme", "http"), (":path", &long)])), 414);
+        assert_eq!(status(fields(&[(":method", "GET"), (":scheme", "http"), (":path", "a")])), 400);
+        assert_eq!(status(fields(&[(":method", "GET"), (":scheme", "http"), (":path", "*")])), 400);
+        assert_eq!(status(fields(&[(":method", "OPTIONS"), (":scheme", "http"), (":path", "*")])), 0);
+        assert_eq!(status(fields(&[(":method", "GET"), (":scheme", "http"), (":path", "/#f")])), 400);
+        assert_eq!(status(fields(&[(":method", "GET"), (":scheme", "http"), (":path", "/é")])), 400);
+        assert_eq!(status(with(&[("expect", "magic")])), 417);
+        assert_eq!(status(fields(&[(":method", "GET"), (":scheme", "h"), (":path", "/"), (":authority", "a b")])), 400);
+        assert_eq!(status(fields(&[(":method", "CONNECT"), (":authority", "a:443")])), 0);
+    }
+
+    #[test]
+    fn repeated_single_value_fields() {
+        let f = with(&[("range", "bytes=0-1"), ("range", "bytes=2-3"), ("authorization", "a"), ("authorization", "b")]);
+        let r = f.request(&LIMITS).unwrap();
+        assert_eq!((r.range, r.authorization), (None, Some(&b""[..])));
+        let f = fields(&[(":method", "GET"), (":scheme", "http"), (":path", "/"), ("host", "h.example")]);
+        assert_eq!(f.request(&LIMITS).unwrap().host, Some(&b"h.example"[..]));
+        let f = with(&[("content-length", "7")]);
+        assert_eq!(f.request(&LIMITS).unwrap().framing, Framing::Length(7));
+    }
+}

@@ -1,0 +1,830 @@
+//! The server side of one HTTP/2 connection as a sans-IO state machine: bytes in
+//! ([`Session::recv`]), decoded requests and stream events out, frames appended to a write
+//! buffer ([`Session::out`]) that the connection flushes. It knows nothing of sockets,
+//! files or the serving pipeline, so it is unit-tested (and fuzzable) on byte strings.
+//!
+//! What it does (RFC 9113):
+//! * **Preface and SETTINGS** (§3.4, §6.5): the client's 24-byte preface, then its SETTINGS
+//!   as the first frame; ours go out at once; every SETTINGS is acknowledged; peer values
+//!   are checked (§6.5.2) and applied (header table size to the encoder, initial window to
+//!   every stream, max frame size to what we send).
+//! * **Streams** (§5.1): client-initiated odd identifiers, each above the last; HEADERS (+
+//!   CONTINUATION, the whole block capped at `max_header_block`) opens a stream, END_STREAM
+//!   half-closes it; past `max_concurrent_streams` a new stream is refused (REFUSED_STREAM,
+//!   its block still decoded so that HPACK stays in step); frames on closed or idle streams
+//!   get the errors of §5.1; trailers are accepted and dropped.
+//! * **Request bodies** (DATA) count against both receive windows and are thrown away, as
+//!   HTTP/1.1 throws away bodies; both windows are replenished once half is used; a body
+//!   that disagrees with `content-length` makes the request malformed (§8.1.1).
+//! * **Flow control for what we send** (§6.9): the connection and stream send windows, the
+//!   peer's WINDOW_UPDATEs (overflow past 2^31−1 is FLOW_CONTROL_ERROR), SETTINGS changes.
+//! * **PING** answered, **PRIORITY** parsed and ignored, **GOAWAY** from the peer noted,
+//!   unknown frame types ignored; **RST_STREAM** ends a stream.
+//! * **Errors** (§5.4): a stream error sends RST_STREAM and reports [`Event::Reset`]; a
+//!   connection error sends GOAWAY with the last stream identifier seen, after which input is
+//!   ignored and [`Session::is_closing`] says to close once the output is flushed.
+//! * **Defences**: the header block cap (CONTINUATION flood), the header list cap (HPACK
+//!   bomb), the concurrency cap, and a budget of client resets (Rapid Reset): every stream
+//!   the client resets before its response is complete costs one, every completed response
+//!   earns one back, and an empty budget is GOAWAY ENHANCE_YOUR_CALM. Floods of SETTINGS and
+//!   PING cost output only as fast as the client reads it: the connection stops reading
+//!   while its output buffer is full.
+
+use std::collections::HashMap;
+
+use super::frame::{self, Code, Error, Frame, Header, Setting, HEADER_LEN, PREFACE};
+use super::hpack;
+use super::request::Fields;
+
+/// Limits a session enforces, from `[http2]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_concurrent_streams: u32,
+    pub max_header_list_size: u32,
+    /// Bytes of one header block, HEADERS and CONTINUATION frames together.
+    pub max_header_block: usize,
+    /// The dynamic table the client's encoder may use (SETTINGS_HEADER_TABLE_SIZE).
+    pub header_table_size: u32,
+}
+
+/// Resets before the Rapid Reset defence closes a connection (see the module docs).
+const RESET_BUDGET: u32 = 200;
+
+/// What [`Session::recv`] reports to the connection.
+#[derive(Debug)]
+pub enum Event {
+    /// A stream's request is complete and well-formed: serve it.
+    Request { stream: u32, fields: Fields },
+    /// The stream ended before its response did (the client reset it, or a stream error
+    /// was sent): drop what is being sent for it.
+    Reset { stream: u32 },
+}
+
+struct Stream {
+    /// The client has sent END_STREAM.
+    remote_closed: bool,
+    send_window: i64,
+    recv_window: i64,
+    /// `content-length`, if the request had one, and the DATA bytes received.
+    expect: Option<u64>,
+    received: u64,
+    /// A request was reported for it (its response is owed).
+    requested: bool,
+}
+
+/// A header block being received across CONTINUATION frames.
+struct Block {
+    stream: u32,
+    end_stream: bool,
+    bytes: Vec<u8>,
+}
+
+pub struct Session {
+    lim: Limits,
+    /// Bytes of the client preface still expected.
+    preface_left: usize,
+    /// The first frame after the preface (which must be SETTINGS) has been seen.
+    got_settings: bool,
+    dec: hpack::Decoder,
+    enc: hpack::Encoder,
+    streams: HashMap<u32, Stream>,
+    last_stream: u32,
+    block: Option<Block>,
+    conn_send: i64,
+    conn_recv: i64,
+    peer_initial_window: u32,
+    peer_max_frame: usize,
+    /// We sent a GOAWAY for a graceful end: no new streams.
+    draining: bool,
+    /// A connection error was sent: close once `out` is flushed.
+    closing: bool,
+    resets: u32,
+    /// Frames to send, in order.
+    pub out: Vec<u8>,
+    /// A reused field block buffer for responses.
+    block_buf: Vec<u8>,
+}
+
+impl Session {
+    /// A new session; our SETTINGS are queued at once (§3.4: the server's preface).
+    pub fn new(lim: Limits) -> Session {
+        let mut s = Session {
+            lim,
+            preface_left: PREFACE.len(),
+            got_settings: false,
+            dec: hpack::Decoder::new(lim.header_table_size as usize),
+            enc: hpack::Encoder::new(),
+            streams: HashMap::new(),
+            last_stream: 0,
+            block: None,
+            conn_send: i64::from(frame::DEFAULT_WINDOW),
+            conn_recv: i64::from(frame::DEFAULT_WINDOW),
+            peer_initial_window: frame::DEFAULT_WINDOW,
+            peer_max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
+            draining: false,
+            closing: false,
+            resets: RESET_BUDGET,
+            out: Vec::new(),
+            block_buf: Vec::new(),
+        };
+        let mut params = vec![
+            Setting { id: frame::SETTINGS_MAX_CONCURRENT_STREAMS, value: lim.max_concurrent_streams },
+            Setting { id: frame::SETTINGS_MAX_HEADER_LIST_SIZE, value: lim.max_header_list_size },
+            Setting { id: frame::SETTINGS_ENABLE_PUSH, value: 0 },
+        ];
+        if lim.header_table_size != 4096 {
+            params.push(Setting { id: frame::SETTINGS_HEADER_TABLE_SIZE, value: lim.header_table_size });
+        }
+        frame::write_settings(&mut s.out, &params);
+        s
+    }
+
+    /// True once a connection error was sent (or the graceful end is complete): close the
+    /// connection when `out` is flushed.
+    pub fn is_closing(&self) -> bool {
+        self.closing || (self.draining && self.streams.is_empty())
+    }
+
+    /// Streams open or half-closed.
+    pub fn active_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// The largest DATA payload the peer accepts in one frame.
+    pub fn max_frame(&self) -> usize {
+        self.peer_max_frame
+    }
+
+    /// Consumes input, appending events. Returns the bytes used; the rest (an incomplete
+    /// frame) must be offered again with more. After a connection error everything is used
+    /// and ignored.
+    pub fn recv(&mut self, input: &[u8], events: &mut Vec<Event>) -> usize {
+        let mut used = 0;
+        while !self.closing {
+            let rest = &input[used..];
+            if self.preface_left > 0 {
+                let at = PREFACE.len() - self.preface_left;
+                let n = rest.len().min(self.preface_left);
+                if rest[..n] != PREFACE[at..at + n] {
+                    // Not HTTP/2: nothing sensible to answer (§3.4 allows a GOAWAY; the
+                    // client may not even read frames).
+                    self.closing = true;
+                    return input.len();
+                }
+                self.preface_left -= n;
+                used += n;
+                if self.preface_left > 0 {
+                    return used;
+                }
+                continue;
+            }
+            let Some(h) = Header::parse(rest) else { return used };
+            // We never raise SETTINGS_MAX_FRAME_SIZE: anything larger is an error (§4.2).
+            if h.len > frame::MIN_MAX_FRAME_SIZE {
+                self.fail(Code::FrameSize);
+                return input.len();
+            }
+            let total = HEADER_LEN + h.len as usize;
+            if rest.len() < total {
+                return used;
+            }
+            let payload = &rest[HEADER_LEN..total];
+            used += total;
+            if let Err(e) = self.frame(h, payload, events) {
+                match e {
+                    Error::Connection(code) => self.fail(code),
+                    Error::Stream(id, code) => self.reset(id, code, events),
+                }
+            }
+        }
+        input.len()
+    }
+
+    /// Sends GOAWAY with this code; the connection ends.
+    fn fail(&mut self, code: Code) {
+        if !self.closing {
+            frame::write_goaway(&mut self.out, self.last_stream, code);
+            self.closing = true;
+        }
+    }
+
+    /// Begins a graceful end (shutdown, reload): GOAWAY NO_ERROR with the last stream
+    /// seen; streams in flight finish, new ones are ignored, then the session is closing.
+    pub fn go_away(&mut self) {
+        if !self.draining && !self.closing {
+            frame::write_goaway(&mut self.out, self.last_stream, Code::NoError);
+            self.draining = true;
+        }
+    }
+
+    /// Sends RST_STREAM and forgets the stream; reports it if a response was owed.
+    pub fn reset(&mut self, id: u32, code: Code, events: &mut Vec<Event>) {
+        frame::write_rst_stream(&mut self.out, id, code);
+        if let Some(s) = self.streams.remove(&id) {
+            if s.requested {
+                events.push(Event::Reset { stream: id });
+            }
+        }
+    }
+
+    fn frame(&mut self, h: Header, payload: &[u8], events: &mut Vec<Event>) -> Result<(), Error> {
+        let f = Frame::parse(h, payload)?;
+        if !self.got_settings {
+            if !matches!(f, Frame::Settings { ack: false, .. }) {
+                return Err(Error::Connection(Code::Protocol));
+            }
+            self.got_settings = true;
+        }
+        // Inside a header block only its CONTINUATION may come (§6.10).
+        if let Some(b) = &self.block {
+            match f {
+                Frame::Continuation { stream, .. } if stream == b.stream => {}
+                _ => return Err(Error::Connection(Code::Protocol)),
+            }
+        }
+        match f {
+            Frame::Settings { ack: true, .. } => Ok(()),
+            Frame::Settings { ack: false, params } => {
+                for p in params {
+                    p.check()?;
+                    self.apply(p)?;
+                }
+                frame::write_settings_ack(&mut self.out);
+                Ok(())
+            }
+            Frame::Ping { ack: false, data } => {
+                frame::write_ping_ack(&mut self.out, &data);
+                Ok(())
+            }
+            Frame::Ping { ack: true, .. } | Frame::Unknown { .. } | Frame::GoAway { .. } => Ok(()),
+            Frame::Priority { stream, .. } => {
+                // Parsed and ignored, but it may not arrive on an idle stream that a HEADERS
+                // then reuses with a lower number; it does not open the stream.
+                let _ = stream;
+                Ok(())
+            }
+            Frame::WindowUpdate { stream: 0, increment } => {
+                self.conn_send += i64::from(increment);
+                if self.conn_send > i64::from(frame::MAX_WINDOW) {
+                    return Err(Error::Connection(Code::FlowControl));
+                }
+                Ok(())
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                if self.idle(stream) {
+                    return Err(Error::Connection(Code::Protocol));
+                }
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.send_window += i64::from(increment);
+                    if s.send_window > i64::from(frame::MAX_WINDOW) {
+                        return Err(Error::Stream(stream, Code::FlowControl));
+                    }
+                }
+                Ok(())
+            }
+            Frame::RstStream { stream, .. } => {
+                if self.idle(stream) {
+                    return Err(Error::Connection(Code::Protocol));
+                }
+                if let Some(s) = self.streams.remove(&stream) {
+                    if s.requested {
+                        events.push(Event::Reset { stream });
+                        self.resets = self.resets.saturating_sub(1);
+                        if self.resets == 0 {
+                            return Err(Error::Connection(Code::EnhanceYourCalm));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Frame::Data { stream, end_stream, flow_len, .. } => self.data(stream, end_stream, flow_len),
+            Frame::Headers { stream, block, end_stream, end_headers, .. } => {
+                if stream % 2 == 0 {
+                    return Err(Error::Connection(Code::Protocol));
+                }
+                if let Some(s) = self.streams.get(&stream) {
+                    // Trailers: only with END_STREAM, only while the client is still sending.
+                    if s.remote_closed {
+                        return Err(Error::Stream(stream, Code::StreamClosed));
+                    }
+                    if !end_stream {
+                        return Err(Error::Stream(stream, Code::Protocol));
+                    }
+                } else if stream <= self.last_stream {
+                    return Err(Error::Connection(Code::StreamClosed));
+                }
+                let mut bytes = Vec::new();
+                bytes.extend_from_slice(block);
+                self.block = Some(Block { stream, end_stream, bytes });
+                if end_headers {
+                    self.end_block(events)?;
+                } else {
+                    self.check_block_size()?;
+                }
+                Ok(())
+            }
+            Frame::Continuation { block, end_headers, .. } => {
+                let Some(b) = &mut self.block else { return Err(Error::Connection(Code::Protocol)) };
+                b.bytes.extend_from_slice(block);
+                self.check_block_size()?;
+                if end_headers {
+                    self.end_block(events)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A stream identifier never used yet.
+    fn idle(&self, id: u32) -> bool {
+        id > self.last_stream
+    }
+
+    fn check_block_size(&self) -> Result<(), Error> {
+        match &self.block {
+            Some(b) if b.bytes.len() > self.lim.max_header_block => Err(Error::Connection(Code::EnhanceYourCalm)),
+            _ => Ok(()),
+        }
+    }
+
+    fn apply(&mut self, p: Setting) -> Result<(), Error> {
+        match p.id {
+            frame::SETTINGS_HEADER_TABLE_SIZE => self.enc.set_max_table_size(p.value.min(4096) as usize),
+            frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                let delta = i64::from(p.value) - i64::from(self.peer_initial_window);
+                self.peer_initial_window = p.value;
+                for s in self.streams.values_mut() {
+                    s.send_window += delta;
+                    if s.send_window > i64::from(frame::MAX_WINDOW) {
+                        return Err(Error::Connection(Code::FlowControl));
+                    }
+                }
+            }
+            frame::SETTINGS_MAX_FRAME_SIZE => self.peer_max_frame = p.value as usize,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn data(&mut self, id: u32, end_stream: bool, len: u32) -> Result<(), Error> {
+        if self.idle(id) {
+            return Err(Error::Connection(Code::Protocol));
+        }
+        // Counted against the connection window whatever the stream's state (§6.9).
+        self.conn_recv -= i64::from(len);
+        if self.conn_recv < 0 {
+            return Err(Error::Connection(Code::FlowControl));
+        }
+        if self.conn_recv < i64::from(frame::DEFAULT_WINDOW) / 2 {
+            let inc = i64::from(frame::DEFAULT_WINDOW) - self.conn_recv;
+            frame::write_window_update(&mut self.out, 0, inc as u32);
+            self.conn_recv += inc;
+        }
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(Error::Stream(id, Code::StreamClosed));
+        };
+        if s.remote_closed {
+            return Err(Error::Stream(id, Code::StreamClosed));
+        }
+        s.recv_window -= i64::from(len);
+        if s.recv_window < 0 {
+            return Err(Error::Stream(id, Code::FlowControl));
+        }
+        s.received += u64::from(len);
+        if s.expect.is_some_and(|n| s.received > n) || (end_stream && s.expect.is_some_and(|n| s.received != n)) {
+            return Err(Error::Stream(id, Code::Protocol));
+        }
+        if end_stream {
+            s.remote_closed = true;
+        } else if s.recv_window < i64::from(frame::DEFAULT_WINDOW) / 2 {
+            let inc = i64::from(frame::DEFAULT_WINDOW) - s.recv_window;
+            frame::write_window_update(&mut self.out, id, inc as u32);
+            s.recv_window += inc;
+        }
+        Ok(())
+    }
+
+    /// A complete header block: decode it (always, so that HPACK stays in step), then open
+    /// the stream, refuse it, or take it as trailers.
+    fn end_block(&mut self, events: &mut Vec<Event>) -> Result<(), Error> {
+        let Some(b) = self.block.take() else { return Ok(()) };
+        let mut fields = Fields::default();
+        let max_list = self.lim.max_header_list_size as usize;
+        let decoded = self.dec.decode(&b.bytes, max_list, |name, value, _sensitive| {
+            fields.push(name, value);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        let too_large = match decoded {
+            Ok(()) => false,
+            Err(hpack::DecodeError::ListTooLarge) => true,
+            Err(_) => return Err(Error::Connection(Code::Compression)),
+        };
+        let id = b.stream;
+        if let Some(s) = self.streams.get_mut(&id) {
+            // Trailers (END_STREAM was checked): dropped, but they end the body.
+            if s.expect.is_some_and(|n| s.received != n) {
+                return Err(Error::Stream(id, Code::Protocol));
+            }
+            s.remote_closed = true;
+            return Ok(());
+        }
+        self.last_stream = id;
+        if self.draining {
+            return Ok(());
+        }
+        if self.streams.len() >= self.lim.max_concurrent_streams as usize {
+            frame::write_rst_stream(&mut self.out, id, Code::RefusedStream);
+            return Ok(());
+        }
+        let expect = if too_large {
+            None
+        } else {
+            match fields.validate() {
+                Ok(n) => n,
+                Err(_) => {
+                    frame::write_rst_stream(&mut self.out, id, Code::Protocol);
+                    return Ok(());
+                }
+            }
+        };
+        if b.end_stream && expect.is_some_and(|n| n != 0) {
+            frame::write_rst_stream(&mut self.out, id, Code::Protocol);
+            return Ok(());
+        }
+        self.streams.insert(
+            id,
+            Stream {
+                remote_closed: b.end_stream,
+                send_window: i64::from(self.peer_initial_window),
+                recv_window: i64::from(frame::DEFAULT_WINDOW),
+                expect,
+                received: 0,
+                requested: true,
+            },
+        );
+        if too_large {
+            // An over-long list is answered like HTTP/1.1's 431, on the stream: an empty
+            // field list tells the connection so.
+            fields.clear();
+        }
+        events.push(Event::Request { stream: id, fields });
+        Ok(())
+    }
+
+    /// Bytes of DATA the stream may send now (both windows), 0 for a stream gone.
+    pub fn send_window(&self, id: u32) -> usize {
+        match self.streams.get(&id) {
+            Some(s) => usize::try_from(s.send_window.min(self.conn_send)).unwrap_or(0),
+            None => 0,
+        }
+    }
+
+    /// True while the stream exists (not reset).
+    pub fn is_open(&self, id: u32) -> bool {
+        self.streams.contains_key(&id)
+    }
+
+    /// Queues a response's HEADERS: the status and the fields (lowercase names, none of
+    /// them connection-specific; the caller sees to both).
+    pub fn send_headers<'f>(
+        &mut self,
+        id: u32,
+        status: u16,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        end_stream: bool,
+    ) {
+        let mut block = std::mem::take(&mut self.block_buf);
+        block.clear();
+        self.enc.encode_status(status, &mut block);
+        for (name, value) in fields {
+            self.enc.encode(name, value, &mut block);
+        }
+        frame::write_headers(&mut self.out, id, &block, end_stream, self.peer_max_frame);
+        self.block_buf = block;
+        if end_stream {
+            self.end_stream(id);
+        }
+    }
+
+    /// Queues the header of a DATA frame of `len` bytes (at most [`Session::send_window`]
+    /// and [`Session::max_frame`]), charged to both windows; the caller appends the bytes.
+    pub fn send_data(&mut self, id: u32, len: usize, end_stream: bool) {
+        debug_assert!(len <= self.send_window(id) && len <= self.peer_max_frame);
+        frame::write_data_header(&mut self.out, id, len, end_stream);
+        self.conn_send -= len as i64;
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.send_window -= len as i64;
+        }
+        if end_stream {
+            self.end_stream(id);
+        }
+    }
+
+    /// Our side of the stream is done. A client still sending a body is told to stop with
+    /// RST_STREAM NO_ERROR (§8.1), so the stream is closed either way.
+    fn end_stream(&mut self, id: u32) {
+        if let Some(s) = self.streams.remove(&id) {
+            if !s.remote_closed {
+                frame::write_rst_stream(&mut self.out, id, Code::NoError);
+            }
+            self.resets = (self.resets + 1).min(RESET_BUDGET);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: Limits = Limits {
+        max_concurrent_streams: 2,
+        max_header_list_size: 4096,
+        max_header_block: 1024,
+        header_table_size: 4096,
+    };
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        frame::write_header(&mut b, payload.len(), kind, flags, stream);
+        b.extend_from_slice(payload);
+        b
+    }
+
+    /// A request block: `:method GET`, `:scheme http`, `:path /`, `:authority a`, literal
+    /// fields without indexing.
+    fn get_block(extra: &[(&str, &str)]) -> Vec<u8> {
+        let mut b = vec![0x82, 0x86, 0x84];
+        let mut lit = |n: &str, v: &str| {
+            b.push(0);
+            b.push(n.len() as u8);
+            b.extend_from_slice(n.as_bytes());
+            b.push(v.len() as u8);
+            b.extend_from_slice(v.as_bytes());
+        };
+        lit(":authority", "a");
+        for (n, v) in extra {
+            lit(n, v);
+        }
+        b
+    }
+
+    /// A session past the preface and the client's SETTINGS, its output cleared.
+    fn started() -> Session {
+        let mut s = Session::new(LIM);
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(frame::SETTINGS, 0, 0, b""));
+        let mut ev = Vec::new();
+        assert_eq!(s.recv(&input, &mut ev), input.len());
+        assert!(ev.is_empty() && !s.is_closing());
+        s.out.clear();
+        s
+    }
+
+    /// The frames in `out`: (kind, flags, stream, payload).
+    fn frames(out: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut at = 0;
+        while let Some(h) = Header::parse(&out[at..]) {
+            let end = at + HEADER_LEN + h.len as usize;
+            v.push((h.kind, h.flags, h.stream, out[at + HEADER_LEN..end].to_vec()));
+            at = end;
+        }
+        assert_eq!(at, out.len());
+        v
+    }
+
+    fn goaway_code(s: &Session) -> Option<u32> {
+        frames(&s.out).iter().find(|f| f.0 == frame::GOAWAY).map(|f| u32::from_be_bytes(f.3[4..8].try_into().unwrap()))
+    }
+
+    fn rst(s: &Session, id: u32) -> Option<u32> {
+        frames(&s.out)
+            .iter()
+            .find(|f| f.0 == frame::RST_STREAM && f.2 == id)
+            .map(|f| u32::from_be_bytes(f.3[..4].try_into().unwrap()))
+    }
+
+    fn feed(s: &mut Session, bytes: &[u8]) -> Vec<Event> {
+        let mut ev = Vec::new();
+        assert_eq!(s.recv(bytes, &mut ev), bytes.len());
+        ev
+    }
+
+    #[test]
+    fn preface_settings_and_ack() {
+        let mut s = Session::new(LIM);
+        let f = frames(&s.out);
+        assert_eq!(f[0].0, frame::SETTINGS);
+        let mut ev = Vec::new();
+        // The preface may arrive in pieces; an incomplete frame is left unused.
+        assert_eq!(s.recv(&PREFACE[..10], &mut ev), 10);
+        assert_eq!(s.recv(&PREFACE[10..], &mut ev), 14);
+        let settings = frame(frame::SETTINGS, 0, 0, b"\0\x04\0\0\x01\0");
+        assert_eq!(s.recv(&settings[..5], &mut ev), 0);
+        assert_eq!(s.recv(&settings, &mut ev), settings.len());
+        assert_eq!(frames(&s.out).last().unwrap().0, frame::SETTINGS);
+        assert_eq!(frames(&s.out).last().unwrap().1, frame::ACK);
+        assert!(!s.is_closing());
+    }
+
+    #[test]
+    fn a_bad_preface_closes() {
+        let mut s = Session::new(LIM);
+        feed(&mut s, b"GET / HTTP/1.1\r\n\r\n");
+        assert!(s.is_closing());
+    }
+
+    #[test]
+    fn the_first_frame_must_be_settings() {
+        let mut s = Session::new(LIM);
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(frame::PING, 0, 0, b"12345678"));
+        feed(&mut s, &input);
+        assert_eq!(goaway_code(&s), Some(Code::Protocol as u32));
+    }
+
+    #[test]
+    fn a_request_and_its_response() {
+        let mut s = started();
+        let ev = feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 1, &get_block(&[])));
+        let [Event::Request { stream: 1, fields }] = &ev[..] else { panic!("{ev:?}") };
+        let names: Vec<_> = fields.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+        assert_eq!(names[2], (b":path".to_vec(), b"/".to_vec()));
+        assert_eq!(s.send_window(1), 65_535);
+        s.send_headers(1, 200, [(&b"content-length"[..], &b"2"[..])].into_iter(), false);
+        s.send_data(1, 2, true);
+        s.out.extend_from_slice(b"ok");
+        assert!(!s.is_open(1));
+        let f = frames(&s.out);
+        assert_eq!((f[0].0, f[0].1, f[0].2), (frame::HEADERS, frame::END_HEADERS, 1));
+        assert_eq!((f[1].0, f[1].1, f[1].3.len()), (frame::DATA, frame::END_STREAM, 2));
+        // The connection window was charged.
+        let ev = feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 3, &get_block(&[])));
+        assert_eq!(ev.len(), 1);
+        assert_eq!(s.send_window(3), 65_533);
+    }
+
+    #[test]
+    fn ping_is_answered() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::PING, 0, 0, b"abcdefgh"));
+        assert_eq!(frames(&s.out), [(frame::PING, frame::ACK, 0, b"abcdefgh".to_vec())]);
+    }
+
+    #[test]
+    fn data_on_stream_zero_or_idle_is_a_connection_error() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::DATA, 0, 0, b"x"));
+        assert_eq!(goaway_code(&s), Some(Code::Protocol as u32));
+        let mut s = started();
+        feed(&mut s, &frame(frame::DATA, 0, 5, b"x"));
+        assert_eq!(goaway_code(&s), Some(Code::Protocol as u32));
+        // Input after a connection error is ignored.
+        feed(&mut s, &frame(frame::PING, 0, 0, b"abcdefgh"));
+        assert_eq!(frames(&s.out).len(), 1);
+    }
+
+    #[test]
+    fn oversized_frames() {
+        let mut s = started();
+        let big = vec![0; 16_385];
+        feed(&mut s, &frame(frame::DATA, 0, 1, &big));
+        assert_eq!(goaway_code(&s), Some(Code::FrameSize as u32));
+    }
+
+    #[test]
+    fn malformed_requests_are_stream_errors() {
+        let mut s = started();
+        let ev = feed(&mut s, &frame(frame::HEADERS, 5, 1, &get_block(&[("X-Upper", "v")])));
+        assert!(ev.is_empty());
+        assert_eq!(rst(&s, 1), Some(Code::Protocol as u32));
+        assert!(!s.is_closing());
+        // HPACK stayed in step: the next request decodes.
+        let ev = feed(&mut s, &frame(frame::HEADERS, 5, 3, &get_block(&[("te", "trailers")])));
+        assert_eq!(ev.len(), 1);
+        // A content-length the body does not match.
+        let ev = feed(&mut s, &frame(frame::HEADERS, 4, 5, &get_block(&[("content-length", "3")])));
+        assert_eq!(ev.len(), 1);
+        let ev = feed(&mut s, &frame(frame::DATA, 1, 5, b"ab"));
+        assert!(matches!(ev[..], [Event::Reset { stream: 5 }]));
+        assert_eq!(rst(&s, 5), Some(Code::Protocol as u32));
+    }
+
+    #[test]
+    fn too_many_streams_are_refused() {
+        let mut s = started();
+        for id in [1, 3] {
+            assert_eq!(feed(&mut s, &frame(frame::HEADERS, 5, id, &get_block(&[]))).len(), 1);
+        }
+        let ev = feed(&mut s, &frame(frame::HEADERS, 5, 5, &get_block(&[])));
+        assert!(ev.is_empty());
+        assert_eq!(rst(&s, 5), Some(Code::RefusedStream as u32));
+        assert!(!s.is_closing());
+    }
+
+    #[test]
+    fn stream_identifiers() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::HEADERS, 5, 2, &get_block(&[])));
+        assert_eq!(goaway_code(&s), Some(Code::Protocol as u32));
+        let mut s = started();
+        feed(&mut s, &frame(frame::HEADERS, 5, 5, &get_block(&[])));
+        feed(&mut s, &frame(frame::HEADERS, 5, 3, &get_block(&[])));
+        assert_eq!(goaway_code(&s), Some(Code::StreamClosed as u32));
+    }
+
+    #[test]
+    fn continuation_rules_and_cap() {
+        let block = get_block(&[]);
+        let mut s = started();
+        let mut input = frame(frame::HEADERS, frame::END_STREAM, 1, &block[..2]);
+        input.extend(frame(frame::CONTINUATION, frame::END_HEADERS, 1, &block[2..]));
+        assert_eq!(feed(&mut s, &input).len(), 1);
+        // Anything else inside a block is a connection error.
+        let mut s = started();
+        let mut input = frame(frame::HEADERS, frame::END_STREAM, 1, &block[..2]);
+        input.extend(frame(frame::PING, 0, 0, b"12345678"));
+        feed(&mut s, &input);
+        assert_eq!(goaway_code(&s), Some(Code::Protocol as u32));
+        // A CONTINUATION without a HEADERS.
+        let mut s = started();
+        feed(&mut s, &frame(frame::CONTINUATION, frame::END_HEADERS, 1, &block));
+        assert_eq!(goaway_code(&s), Some(Code::Protocol as u32));
+        // An endless block is cut off at max_header_block.
+        let mut s = started();
+        feed(&mut s, &frame(frame::HEADERS, 0, 1, &block[..2]));
+        for _ in 0..10 {
+            feed(&mut s, &frame(frame::CONTINUATION, 0, 1, &[0x82; 200]));
+        }
+        assert_eq!(goaway_code(&s), Some(Code::EnhanceYourCalm as u32));
+    }
+
+    #[test]
+    fn flow_control_of_what_we_send() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::SETTINGS, 0, 0, b"\0\x04\0\0\0\x10"));
+        feed(&mut s, &frame(frame::HEADERS, 5, 1, &get_block(&[])));
+        assert_eq!(s.send_window(1), 16);
+        feed(&mut s, &frame(frame::WINDOW_UPDATE, 0, 1, b"\0\0\0\x10"));
+        assert_eq!(s.send_window(1), 32);
+        s.send_data(1, 32, false);
+        s.out.extend_from_slice(&[0; 32]);
+        assert_eq!(s.send_window(1), 0);
+        // A SETTINGS change applies to open streams, and may make a window negative.
+        feed(&mut s, &frame(frame::SETTINGS, 0, 0, b"\0\x04\0\0\0\0"));
+        assert_eq!(s.send_window(1), 0);
+        feed(&mut s, &frame(frame::WINDOW_UPDATE, 0, 1, b"\0\0\0\x20"));
+        assert_eq!(s.send_window(1), 16);
+        // Overflow: a stream error, then a connection error for the connection window.
+        feed(&mut s, &frame(frame::WINDOW_UPDATE, 0, 1, b"\x7f\xff\xff\xff"));
+        assert_eq!(rst(&s, 1), Some(Code::FlowControl as u32));
+        feed(&mut s, &frame(frame::WINDOW_UPDATE, 0, 0, b"\x7f\xff\xff\xff"));
+        assert_eq!(goaway_code(&s), Some(Code::FlowControl as u32));
+    }
+
+    #[test]
+    fn request_bodies_are_counted_and_windows_replenished() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::HEADERS, 4, 1, &get_block(&[])));
+        s.out.clear();
+        for _ in 0..3 {
+            feed(&mut s, &frame(frame::DATA, 0, 1, &[0; 16_384]));
+        }
+        let f = frames(&s.out);
+        assert_eq!(f.iter().filter(|f| f.0 == frame::WINDOW_UPDATE).count(), 2, "{f:?}");
+        // More than the stream's window without updates is a flow-control error.
+        let mut s = started();
+        feed(&mut s, &frame(frame::HEADERS, 4, 1, &get_block(&[])));
+        let mut ev = Vec::new();
+        // Bypass the replenishing by sending one more window's worth than granted.
+        s.streams.get_mut(&1).unwrap().recv_window = 10;
+        s.recv(&frame(frame::DATA, 0, 1, &[0; 11]), &mut ev);
+        assert_eq!(rst(&s, 1), Some(Code::FlowControl as u32));
+    }
+
+    #[test]
+    fn rapid_reset_is_cut_off() {
+        let mut s = started();
+        let mut id = 1;
+        while !s.is_closing() && id < 2 * RESET_BUDGET + 10 {
+            let mut input = frame(frame::HEADERS, 5, id, &get_block(&[]));
+            input.extend(frame(frame::RST_STREAM, 0, id, b"\0\0\0\x08"));
+            feed(&mut s, &input);
+            id += 2;
+        }
+        assert_eq!(goaway_code(&s), Some(Code::EnhanceYourCalm as u32));
+        assert_eq!(id, 2 * RESET_BUDGET + 1);
+    }
+
+    #[test]
+    fn graceful_goaway_finishes_streams() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::HEADERS, 5, 1, &get_block(&[])));
+        s.go_away();
+        assert!(!s.is_closing());
+        assert!(feed(&mut s, &frame(frame::HEADERS, 5, 3, &get_block(&[]))).is_empty());
+        s.send_headers(1, 204, std::iter::empty(), true);
+        assert!(s.is_closing());
+        assert_eq!(goaway_code(&s), Some(0));
+    }
+}
