@@ -215,8 +215,10 @@ impl Conn {
                 Produced::Some => progress = true,
                 Produced::Nothing(t) => sleep = t,
             }
+            let before = budget;
             match self.h2_flush(cx, &mut budget) {
-                WriteResult::Done => {}
+                // Output was written: the buffer has room for more DATA again.
+                WriteResult::Done => progress |= budget != before,
                 WriteResult::Blocked => return self.h2_wait(cx, None),
                 WriteResult::Budget => return Drive::Yield,
                 WriteResult::Closed | WriteResult::Sleep(_) => return Drive::Close,

@@ -1,0 +1,468 @@
+//! HTTP/2: the real binary over h2c (prior knowledge) and TLS (ALPN `h2`), against curl and
+//! nghttp (Debian `nghttp2-client`), and hand-built frames over a raw socket for protocol
+//! errors.
+#![cfg(feature = "http2")]
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// 32 MiB: past the cache's mapping limit, so sent from the file descriptor.
+const BIG: usize = 32 * 1024 * 1024;
+
+fn big_file(root: &Path) -> Vec<u8> {
+    let data = pseudo_random_bytes(BIG, 7);
+    fs::write(root.join("big.bin"), &data).unwrap();
+    data
+}
+
+fn url(srv: &Server, path: &str) -> String {
+    format!("http://127.0.0.1:{}{path}", srv.port())
+}
+
+/// curl with `--http2-prior-knowledge`, head and body dumped.
+fn h2c(srv: &Server, path: &str, args: &[&str]) -> Response {
+    let u = url(srv, path);
+    let mut all = vec!["--http2-prior-knowledge", "-o", "-", "-D", "-", "--max-time", "20"];
+    all.extend_from_slice(args);
+    all.push(&u);
+    let o = curl(&all);
+    assert_eq!(o.code, Some(0), "curl {args:?} {path}: {o:?}");
+    split_curl_dump(&o.stdout).unwrap_or_else(|| panic!("cannot parse curl output {:?}", o.stdout_text()))
+}
+
+fn have(program: &str) -> bool {
+    let ok = Command::new(program).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: {program} is not installed");
+    }
+    ok
+}
+
+#[test]
+fn h2c_serves_what_http1_serves() {
+    let mut big = Vec::new();
+    let srv = Server::builder()
+        .config("[listing]\nenabled = true")
+        .setup(|_, root| {
+            fs::write(root.join("text.txt"), "plain text, plain text, plain text\n".repeat(50)).unwrap();
+            fs::write(root.join("text.txt.gz"), b"pretend gzip bytes").unwrap();
+        })
+        .start();
+    big.extend(big_file(srv.root()));
+
+    let r = h2c(&srv, "/file.txt", &[]);
+    assert_eq!((r.version.as_str(), r.status), ("HTTP/2", 200), "{r:?}");
+    assert_eq!(r.body, FILE_TXT);
+    assert_eq!(r.header("content-length"), Some(FILE_TXT.len().to_string().as_str()));
+    // Connection-specific fields never appear, names are lowercase.
+    assert!(r.headers.iter().all(|(n, _)| *n == n.to_ascii_lowercase() && n != "connection"), "{r:?}");
+    let etag = r.header("etag").expect("an etag").to_string();
+
+    // HEAD: curl -I prints the head alone (the stream ends with the HEADERS frame).
+    let o = curl(&["--http2-prior-knowledge", "-I", &url(&srv, "/file.txt")]);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    let head = split_curl_dump(&o.stdout).unwrap();
+    assert_eq!((head.status, head.body.len()), (200, 0));
+    assert_eq!(head.header("content-length"), r.header("content-length"));
+
+    // The fd-backed file, byte for byte.
+    let r = h2c(&srv, "/big.bin", &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.body == big, "32 MiB body differs (got {} bytes)", r.body.len());
+
+    let r = h2c(&srv, "/big.bin", &["-r", "1000-1999"]);
+    assert_eq!((r.status, &r.body[..]), (206, &big[1000..2000]));
+    assert_eq!(r.header("content-range"), Some(format!("bytes 1000-1999/{BIG}").as_str()));
+
+    let r = h2c(&srv, "/file.txt", &["-H", &format!("if-none-match: {etag}")]);
+    assert_eq!((r.status, r.body.len()), (304, 0));
+
+    let r = h2c(&srv, "/missing.txt", &[]);
+    assert_eq!(r.status, 404);
+    assert!(r.body_text().contains("404 Not Found"), "{r:?}");
+
+    let r = h2c(&srv, "/noindex/", &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.body_text().contains("file.txt"), "{r:?}");
+
+    let r = h2c(&srv, "/text.txt", &["-H", "accept-encoding: gzip"]);
+    assert_eq!((r.status, r.header("content-encoding")), (200, Some("gzip")));
+    assert_eq!(r.body, b"pretend gzip bytes");
+
+    let r = h2c(&srv, "/big.bin", &["-r", "0-9,1000000-1000009"]);
+    assert_eq!(r.status, 206);
+    let ct = r.header("content-type").unwrap();
+    let boundary = ct.strip_prefix("multipart/byteranges; boundary=").unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(text.matches(boundary).count(), 3, "{text:?}");
+    let at = |needle: &[u8]| r.body.windows(needle.len()).position(|w| w == needle).is_some();
+    assert!(at(&big[..10]) && at(&big[1_000_000..1_000_010]), "parts missing");
+
+    // Each stream is logged with its protocol.
+    let lines = srv.wait_access_log(11);
+    assert!(lines.iter().filter(|l| l.contains("\"GET /file.txt HTTP/2.0\" 200")).count() >= 1, "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("\"HEAD /file.txt HTTP/2.0\" 200 0")), "{lines:?}");
+}
+
+#[test]
+fn many_streams_share_one_connection() {
+    // curl 7.88 cannot reuse an h2c connection for a second URL (it fails the same way
+    // against nghttpd), so the client is hand-built: 100 requests at once on one connection,
+    // every response checked byte for byte. The header blocks of the responses are decoded
+    // with the crate's HPACK decoder; curl and nghttp check them in the other tests.
+    let srv = Server::builder()
+        .setup(|_, root| {
+            fs::write(root.join("text.txt"), "some text\n".repeat(100)).unwrap();
+            fs::write(root.join("text.txt.gz"), b"pretend gzip").unwrap();
+        })
+        .start();
+    let big = big_file(srv.root());
+    // The largest windows: the client never has to send WINDOW_UPDATE.
+    let mut s = open(&srv, b"\x00\x04\x7f\xff\xff\xff");
+    s.write_all(&frame(8, 0, 0, &(0x7fff_ffffu32 - 65_535).to_be_bytes())).unwrap();
+    let mut want: Vec<(u32, u16, Vec<u8>)> = Vec::new();
+    let mut requests = Vec::new();
+    for i in 0..100u32 {
+        let id = 2 * i + 1;
+        let (path, extra, status, body): (String, Vec<(&str, &str)>, u16, Vec<u8>) = match i % 10 {
+            0 if i < 30 => ("/big.bin".into(), vec![], 200, big.clone()),
+            0 => ("/big.bin".into(), vec![("range", "bytes=5000000-5099999")], 206, big[5_000_000..5_100_000].to_vec()),
+            1 => ("/text.txt".into(), vec![("accept-encoding", "gzip")], 200, b"pretend gzip".to_vec()),
+            2 => ("/file.txt".into(), vec![("range", "bytes=2-5")], 206, FILE_TXT[2..6].to_vec()),
+            3 => ("/missing".into(), vec![], 404, Vec::new()),
+            k => (format!("/p{k}.txt"), vec![], 200, page(k as usize)),
+        };
+        requests.extend(frame(1, 5, id, &get_block(&path, &extra)));
+        want.push((id, status, body));
+    }
+    s.write_all(&requests).unwrap();
+    let mut dec = ferrohttpd::h2::hpack::Decoder::new(4096);
+    let mut got: std::collections::HashMap<u32, (u16, Vec<u8>, bool)> = std::collections::HashMap::new();
+    let mut ends = 0;
+    let (frames, closed) = read_frames_for(&mut s, Duration::from_secs(60), |f| {
+        ends += usize::from(f.2 != 0 && f.1 & 1 != 0);
+        ends == 100
+    });
+    assert!(!closed, "closed after {ends} streams");
+    {
+        for (kind, flags, id, payload) in frames {
+            if id == 0 {
+                assert!(kind == 4 || kind == 8, "unexpected frame {kind} on the connection");
+                continue;
+            }
+            let e = got.entry(id).or_insert((0, Vec::new(), false));
+            match kind {
+                1 => {
+                    assert_eq!(flags & 0x4, 0x4, "HEADERS without END_HEADERS");
+                    dec.decode(&payload, 1 << 20, |n, v, _| {
+                        if n == b":status" {
+                            e.0 = std::str::from_utf8(v).unwrap().parse().unwrap();
+                        }
+                        Ok::<(), ()>(())
+                    })
+                    .unwrap();
+                }
+                0 => e.1.extend_from_slice(&payload),
+                _ => panic!("unexpected frame {kind} on {id}"),
+            }
+            if flags & 1 != 0 {
+                e.2 = true;
+            }
+        }
+    }
+    for (id, status, body) in want {
+        let (st, b, ended) = got.remove(&id).unwrap_or_else(|| panic!("no response on {id}"));
+        assert!(ended, "stream {id} did not end");
+        assert_eq!(st, status, "stream {id}");
+        if status != 404 {
+            assert!(b == body, "stream {id}: {} bytes, want {}", b.len(), body.len());
+        }
+    }
+}
+
+#[test]
+fn nghttp_with_a_tiny_window_is_byte_exact() {
+    if !have("nghttp") {
+        return;
+    }
+    let srv = Server::start("");
+    let big = big_file(srv.root());
+    // A 15-byte stream window (2^4 - 1) and connection window: the server waits for every
+    // WINDOW_UPDATE and still sends exact bytes.
+    let o = run_program("nghttp", &["-w", "4", "-W", "4", &url(&srv, "/p9.txt")], None);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    assert_eq!(o.stdout, page(9));
+    let o = run_program("nghttp", &["-w", "14", &url(&srv, "/big.bin")], None);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout == big, "32 MiB with a 16 KiB window differs ({} bytes)", o.stdout.len());
+    // -m: the same request 100 times at once on one connection.
+    let o = run_program("nghttp", &["-n", "-s", "-m", "100", &url(&srv, "/file.txt")], None);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    let n = o.stdout_text().lines().filter(|l| l.contains(" 200 ") && l.contains("/file.txt")).count();
+    assert_eq!(n, 100, "{}", o.stdout_text());
+}
+
+#[test]
+fn tls_alpn_h2() {
+    let srv = Server::builder()
+        .setup(|dir, _| {
+            let out = Command::new("openssl")
+                .args(["req", "-x509", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-days", "30"])
+                .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"])
+                .arg("-keyout")
+                .arg(dir.join("localhost.key"))
+                .arg("-out")
+                .arg(dir.join("localhost.crt"))
+                .output()
+                .expect("openssl runs");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        })
+        .config("[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"")
+        .start();
+    let big = big_file(srv.root());
+    let port = srv.tls_addr().port();
+    let cacert = srv.dir().join("localhost.crt");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let get = |path: &str, extra: &[&str]| {
+        let u = format!("https://localhost:{port}{path}");
+        let mut args = vec!["--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, "-o", "-", "-D", "-"];
+        args.extend_from_slice(extra);
+        args.push(&u);
+        let o = curl(&args);
+        assert_eq!(o.code, Some(0), "{o:?}");
+        split_curl_dump(&o.stdout).unwrap()
+    };
+    let r = get("/file.txt", &["--http2"]);
+    assert_eq!((r.version.as_str(), r.status, &r.body[..]), ("HTTP/2", 200, FILE_TXT));
+    let r = get("/big.bin", &["--http2", "--max-time", "30"]);
+    assert!(r.status == 200 && r.body == big, "32 MiB over TLS differs ({} bytes)", r.body.len());
+    // A client that offers only http/1.1 still gets it.
+    let r = get("/file.txt", &["--http1.1"]);
+    assert_eq!((r.version.as_str(), r.status), ("HTTP/1.1", 200));
+    // Disabled: ALPN offers http/1.1 only, and the plain listener does not take h2c.
+    drop(srv);
+}
+
+#[test]
+fn disabled_http2_is_http1_only() {
+    let srv = Server::start("[http2]\nenabled = false");
+    let o = curl(&["--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}", &url(&srv, "/file.txt")]);
+    // The preface is not a request: HTTP/1.1 answers it as one it cannot read, and curl
+    // finds no HTTP/2 server.
+    assert_ne!(o.stdout_text(), "200", "{o:?}");
+    assert_eq!(srv.get("/file.txt").status, 200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-built frames
+// ---------------------------------------------------------------------------------------------
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut b = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    b.extend_from_slice(&stream.to_be_bytes());
+    b.extend_from_slice(payload);
+    b
+}
+
+/// A request header block: literal fields without indexing, no Huffman (RFC 7541 §6.2.2).
+fn block(fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (n, v) in fields {
+        assert!(n.len() < 127 && v.len() < 127);
+        b.push(0);
+        b.push(n.len() as u8);
+        b.extend_from_slice(n.as_bytes());
+        b.push(v.len() as u8);
+        b.extend_from_slice(v.as_bytes());
+    }
+    b
+}
+
+fn get_block(path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut f = vec![(":method", "GET"), (":scheme", "http"), (":path", path), (":authority", "localhost")];
+    f.extend_from_slice(extra);
+    block(&f)
+}
+
+/// A connection past the preface and an empty SETTINGS (plus `settings` parameters).
+fn open(srv: &Server, settings: &[u8]) -> TcpStream {
+    let mut s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut hello = PREFACE.to_vec();
+    hello.extend(frame(4, 0, 0, settings));
+    s.write_all(&hello).unwrap();
+    s
+}
+
+/// A frame as read: type, flags, stream, payload.
+type RawFrame = (u8, u8, u32, Vec<u8>);
+
+/// Reads frames until `stop` says so, EOF or 5 s; returns them (kind, flags, stream, payload)
+/// and whether the server closed.
+fn read_frames(s: &mut TcpStream, stop: impl FnMut(&RawFrame) -> bool) -> (Vec<RawFrame>, bool) {
+    read_frames_for(s, Duration::from_secs(5), stop)
+}
+
+/// [`read_frames`] for up to `limit`. Bytes after the frame `stop` accepted are lost: stop
+/// only where the server has nothing more to send.
+fn read_frames_for(
+    s: &mut TcpStream,
+    limit: Duration,
+    mut stop: impl FnMut(&RawFrame) -> bool,
+) -> (Vec<RawFrame>, bool) {
+    let mut buf = Vec::new();
+    let mut frames = Vec::new();
+    let deadline = Instant::now() + limit;
+    let mut chunk = [0u8; 65536];
+    loop {
+        while buf.len() >= 9 {
+            let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+            if buf.len() < 9 + len {
+                break;
+            }
+            let f = (buf[3], buf[4], u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]), buf[9..9 + len].to_vec());
+            buf.drain(..9 + len);
+            let done = stop(&f);
+            frames.push(f);
+            if done {
+                return (frames, false);
+            }
+        }
+        if Instant::now() > deadline {
+            return (frames, false);
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return (frames, true),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                return (frames, false)
+            }
+            Err(_) => return (frames, true),
+        }
+    }
+}
+
+fn code(payload: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(payload[at..at + 4].try_into().unwrap())
+}
+
+const GOAWAY: u8 = 7;
+const RST_STREAM: u8 = 3;
+const PROTOCOL_ERROR: u32 = 1;
+const FRAME_SIZE_ERROR: u32 = 6;
+const REFUSED_STREAM: u32 = 7;
+
+/// The GOAWAY the server sends, then its close.
+fn expect_goaway(s: &mut TcpStream, want: u32) {
+    let (frames, _) = read_frames(s, |f| f.0 == GOAWAY);
+    let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no GOAWAY in {frames:?}"));
+    assert_eq!(code(&g.3, 4), want, "{frames:?}");
+    let (_, closed) = read_frames(s, |_| false);
+    assert!(closed, "the connection stays open after GOAWAY");
+}
+
+#[test]
+fn a_bad_preface_closes() {
+    let srv = Server::start("");
+    // The preface, then not a SETTINGS frame.
+    let mut s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = PREFACE.to_vec();
+    b.extend(frame(6, 0, 0, b"12345678"));
+    s.write_all(&b).unwrap();
+    expect_goaway(&mut s, PROTOCOL_ERROR);
+    // A preface with its second half wrong is no HTTP/2 and no HTTP/1.1 either.
+    let mut s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").unwrap();
+    let mut all = Vec::new();
+    let _ = s.read_to_end(&mut all);
+    assert!(all.starts_with(b"HTTP/1.1 505") || all.starts_with(b"HTTP/1.1 400"), "{}", show(&all));
+}
+
+#[test]
+fn data_on_stream_zero_is_a_connection_error() {
+    let srv = Server::start("");
+    let mut s = open(&srv, b"");
+    s.write_all(&frame(0, 0, 0, b"x")).unwrap();
+    expect_goaway(&mut s, PROTOCOL_ERROR);
+}
+
+#[test]
+fn a_frame_too_large_is_a_connection_error() {
+    let srv = Server::start("");
+    let mut s = open(&srv, b"");
+    s.write_all(&frame(0, 0, 1, &vec![0; 16_385])).unwrap();
+    expect_goaway(&mut s, FRAME_SIZE_ERROR);
+}
+
+#[test]
+fn an_uppercase_field_name_is_a_stream_error() {
+    let srv = Server::start("");
+    let mut s = open(&srv, b"");
+    s.write_all(&frame(1, 5, 1, &get_block("/file.txt", &[("X-Upper", "1")]))).unwrap();
+    // Then a good request on the same connection: it is answered.
+    s.write_all(&frame(1, 5, 3, &get_block("/file.txt", &[]))).unwrap();
+    let (frames, closed) = read_frames(&mut s, |f| f.0 == 0 && f.2 == 3 && f.1 & 1 != 0);
+    assert!(!closed, "{frames:?}");
+    let rst = frames.iter().find(|f| f.0 == RST_STREAM && f.2 == 1).unwrap_or_else(|| panic!("{frames:?}"));
+    assert_eq!(code(&rst.3, 0), PROTOCOL_ERROR);
+    let body: Vec<u8> = frames.iter().filter(|f| f.0 == 0 && f.2 == 3).flat_map(|f| f.3.clone()).collect();
+    assert_eq!(body, FILE_TXT);
+    assert!(!frames.iter().any(|f| f.0 == GOAWAY), "{frames:?}");
+}
+
+#[test]
+fn streams_past_the_limit_are_refused() {
+    let srv = Server::start("[http2]\nmax_concurrent_streams = 1");
+    big_file(srv.root());
+    // An initial window of 0: the first response cannot send DATA, so its stream stays open.
+    let mut s = open(&srv, b"\x00\x04\x00\x00\x00\x00");
+    s.write_all(&frame(1, 5, 1, &get_block("/big.bin", &[]))).unwrap();
+    s.write_all(&frame(1, 5, 3, &get_block("/file.txt", &[]))).unwrap();
+    let mut seen = (false, false);
+    let (frames, closed) = read_frames(&mut s, |f| {
+        seen.0 |= f.0 == RST_STREAM;
+        seen.1 |= f.0 == 1;
+        seen == (true, true)
+    });
+    assert!(!closed, "{frames:?}");
+    let rst = frames.iter().find(|f| f.0 == RST_STREAM).unwrap_or_else(|| panic!("{frames:?}"));
+    assert_eq!((rst.2, code(&rst.3, 0)), (3, REFUSED_STREAM));
+    // Stream 1 got its HEADERS and waits for a window.
+    assert!(frames.iter().any(|f| f.0 == 1 && f.2 == 1), "{frames:?}");
+    assert!(!frames.iter().any(|f| f.0 == 0), "DATA without a window: {frames:?}");
+}
+
+#[test]
+fn sigterm_sends_goaway_and_finishes_streams() {
+    let mut srv = Server::start("");
+    // A window of 0 holds the response in flight: HEADERS out, no DATA yet.
+    let mut s = open(&srv, b"\x00\x04\x00\x00\x00\x00");
+    s.write_all(&frame(1, 5, 1, &get_block("/p9.txt", &[]))).unwrap();
+    let (frames, _) = read_frames(&mut s, |f| f.0 == 1 && f.2 == 1);
+    assert!(frames.iter().any(|f| f.0 == 1 && f.2 == 1), "{frames:?}");
+    signal(srv.pid(), "TERM");
+    let (frames, closed) = read_frames(&mut s, |f| f.0 == GOAWAY);
+    let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no GOAWAY: {frames:?}"));
+    assert_eq!((code(&g.3, 0), code(&g.3, 4), closed), (1, 0, false), "last stream 1, NO_ERROR");
+    // Open the window: the stream finishes, then the connection closes.
+    s.write_all(&frame(4, 0, 0, b"\x00\x04\x00\x00\xff\xff")).unwrap();
+    let (frames, closed) = read_frames(&mut s, |_| false);
+    let body: Vec<u8> = frames.iter().filter(|f| f.0 == 0 && f.2 == 1).flat_map(|f| f.3.clone()).collect();
+    assert_eq!(body, page(9), "{frames:?}");
+    assert!(closed, "open after the last stream");
+    assert!(srv.terminate(Duration::from_secs(10)).is_some());
+}
