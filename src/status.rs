@@ -182,6 +182,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             let _ = writeln!(t, "connections_accepted: {}", c.accepted);
             let _ = writeln!(t, "connections_refused: {}", c.refused);
             let _ = writeln!(t, "requests: {}", c.requests);
+            let _ = writeln!(t, "requests_http2: {}", c.http2_requests);
             let _ = writeln!(t, "bytes_sent: {}", c.bytes);
             for (i, name) in classes.iter().enumerate() {
                 let _ = writeln!(t, "responses_{name}: {}", c.classes[i + 1]);
@@ -208,7 +209,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 t,
                 "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\
                  \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{}}},\
-                 \"requests\":{},\"bytes_sent\":{},\"responses\":{{",
+                 \"requests\":{},\"requests_http2\":{},\"bytes_sent\":{},\"responses\":{{",
                 s.version,
                 s.pid,
                 s.uptime_secs,
@@ -219,6 +220,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 c.accepted,
                 c.refused,
                 c.requests,
+                c.http2_requests,
                 c.bytes
             );
             for (i, name) in classes.iter().enumerate() {
@@ -271,6 +273,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             metric("connections_accepted_total", "counter", "Connections accepted.", &[("", c.accepted)]);
             metric("connections_refused_total", "counter", "Connections refused at a limit.", &[("", c.refused)]);
             metric("requests_total", "counter", "Requests answered.", &[("", c.requests)]);
+            metric("http2_requests_total", "counter", "Of them, over HTTP/2.", &[("", c.http2_requests)]);
             metric("sent_bytes_total", "counter", "Body bytes sent.", &[("", c.bytes)]);
             let rows: Vec<(String, u64)> =
                 classes.iter().enumerate().map(|(i, n)| (format!("{{class=\"{n}\"}}"), c.classes[i + 1])).collect();

@@ -50,7 +50,7 @@ fn have(program: &str) -> bool {
 fn h2c_serves_what_http1_serves() {
     let mut big = Vec::new();
     let srv = Server::builder()
-        .config("[listing]\nenabled = true")
+        .config("[listing]\nenabled = true\n[status]\nenabled = true")
         .setup(|_, root| {
             fs::write(root.join("text.txt"), "plain text, plain text, plain text\n".repeat(50)).unwrap();
             fs::write(root.join("text.txt.gz"), b"pretend gzip bytes").unwrap();
@@ -107,6 +107,9 @@ fn h2c_serves_what_http1_serves() {
     let at = |needle: &[u8]| r.body.windows(needle.len()).position(|w| w == needle).is_some();
     assert!(at(&big[..10]) && at(&big[1_000_000..1_000_010]), "parts missing");
 
+    // Counted per protocol on the status page.
+    let status = srv.get("/.status").body_text();
+    assert!(status.contains("requests_http2: 9\n"), "{status}");
     // Each stream is logged with its protocol.
     let lines = srv.wait_access_log(11);
     assert!(lines.iter().filter(|l| l.contains("\"GET /file.txt HTTP/2.0\" 200")).count() >= 1, "{lines:?}");

@@ -348,7 +348,6 @@ impl Conn {
                 status
             }
         };
-        cx.counters.http2_requests += 1;
         ex.status = status;
         ex.send_started = cx.clock.now;
         ex.body_sent = 0;
@@ -590,6 +589,7 @@ fn finish_stream(cx: &mut Ctx, mut s: Stream, complete: bool) {
     }
     if complete {
         cx.counters.response(s.ex.status, s.ex.body_sent);
+        cx.counters.http2_requests += 1;
     }
     s.ex.end_transfer(cx);
     cx.put_body(std::mem::take(&mut s.ex.head));

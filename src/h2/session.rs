@@ -131,8 +131,8 @@ impl Session {
             Setting { id: frame::SETTINGS_MAX_CONCURRENT_STREAMS, value: lim.max_concurrent_streams },
             Setting { id: frame::SETTINGS_MAX_HEADER_LIST_SIZE, value: lim.max_header_list_size },
         ];
-        // No SETTINGS_ENABLE_PUSH: a server may send only 0 (RFC 9113 §6.5.2), and
-        // nghttp2 before 1.5x (curl's HTTP/2) then refuses to open a second stream.
+        // No SETTINGS_ENABLE_PUSH: it is the client's setting (a server may only send 0,
+        // RFC 9113 §6.5.2), and we never push.
         if lim.header_table_size != 4096 {
             params.push(Setting { id: frame::SETTINGS_HEADER_TABLE_SIZE, value: lim.header_table_size });
         }
