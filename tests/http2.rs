@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -148,40 +149,7 @@ fn many_streams_share_one_connection() {
         want.push((id, status, body));
     }
     s.write_all(&requests).unwrap();
-    let mut dec = ferrohttpd::h2::hpack::Decoder::new(4096);
-    let mut got: std::collections::HashMap<u32, (u16, Vec<u8>, bool)> = std::collections::HashMap::new();
-    let mut ends = 0;
-    let (frames, closed) = read_frames_for(&mut s, Duration::from_secs(60), |f| {
-        ends += usize::from(f.2 != 0 && f.1 & 1 != 0);
-        ends == 100
-    });
-    assert!(!closed, "closed after {ends} streams");
-    {
-        for (kind, flags, id, payload) in frames {
-            if id == 0 {
-                assert!(kind == 4 || kind == 8, "unexpected frame {kind} on the connection");
-                continue;
-            }
-            let e = got.entry(id).or_insert((0, Vec::new(), false));
-            match kind {
-                1 => {
-                    assert_eq!(flags & 0x4, 0x4, "HEADERS without END_HEADERS");
-                    dec.decode(&payload, 1 << 20, |n, v, _| {
-                        if n == b":status" {
-                            e.0 = std::str::from_utf8(v).unwrap().parse().unwrap();
-                        }
-                        Ok::<(), ()>(())
-                    })
-                    .unwrap();
-                }
-                0 => e.1.extend_from_slice(&payload),
-                _ => panic!("unexpected frame {kind} on {id}"),
-            }
-            if flags & 1 != 0 {
-                e.2 = true;
-            }
-        }
-    }
+    let mut got = responses(&mut s, 100, Duration::from_secs(60));
     for (id, status, body) in want {
         let (st, b, ended) = got.remove(&id).unwrap_or_else(|| panic!("no response on {id}"));
         assert!(ended, "stream {id} did not end");
@@ -307,6 +275,42 @@ fn open(srv: &Server, settings: &[u8]) -> TcpStream {
     hello.extend(frame(4, 0, 0, settings));
     s.write_all(&hello).unwrap();
     s
+}
+
+/// Reads until `n` streams have ended; each stream's status, body and whether it ended. The
+/// header blocks are decoded with the crate's HPACK decoder.
+fn responses(s: &mut TcpStream, n: usize, limit: Duration) -> HashMap<u32, (u16, Vec<u8>, bool)> {
+    let mut ends = 0;
+    let (frames, closed) = read_frames_for(s, limit, |f| {
+        ends += usize::from(f.2 != 0 && f.1 & 1 != 0);
+        ends == n
+    });
+    assert!(!closed, "closed after {ends} streams");
+    let mut dec = ferrohttpd::h2::hpack::Decoder::new(4096);
+    let mut got: HashMap<u32, (u16, Vec<u8>, bool)> = HashMap::new();
+    for (kind, flags, id, payload) in frames {
+        if id == 0 {
+            assert!(kind == 4 || kind == 8, "unexpected frame {kind} on the connection");
+            continue;
+        }
+        let e = got.entry(id).or_insert((0, Vec::new(), false));
+        match kind {
+            1 => {
+                assert_eq!(flags & 0x4, 0x4, "HEADERS without END_HEADERS");
+                dec.decode(&payload, 1 << 20, |n, v, _| {
+                    if n == b":status" {
+                        e.0 = std::str::from_utf8(v).unwrap().parse().unwrap();
+                    }
+                    Ok::<(), ()>(())
+                })
+                .unwrap();
+            }
+            0 => e.1.extend_from_slice(&payload),
+            _ => panic!("unexpected frame {kind} on {id}"),
+        }
+        e.2 |= flags & 1 != 0;
+    }
+    got
 }
 
 /// A frame as read: type, flags, stream, payload.
@@ -468,4 +472,30 @@ fn sigterm_sends_goaway_and_finishes_streams() {
     assert_eq!(body, page(9), "{frames:?}");
     assert!(closed, "open after the last stream");
     assert!(srv.terminate(Duration::from_secs(10)).is_some());
+}
+
+#[test]
+fn streams_waiting_for_a_password_check_do_not_hold_the_others() {
+    // `-g`: the root's .htpasswd protects everything; a password is verified off the loop
+    // while its stream waits, and the other streams are answered meanwhile.
+    let srv = Server::builder()
+        .args(&["-g"])
+        .setup(|_, root| {
+            // `openssl passwd -crypt -salt xx password`
+            fs::write(root.join(".htpasswd"), "alice:xxj31ZMTZzkVA\n").unwrap();
+        })
+        .start();
+    let mut s = open(&srv, b"");
+    // base64 of "alice:password" and "alice:wrong".
+    let mut b = frame(1, 5, 1, &get_block("/file.txt", &[("authorization", "Basic YWxpY2U6cGFzc3dvcmQ=")]));
+    b.extend(frame(1, 5, 3, &get_block("/p1.txt", &[])));
+    b.extend(frame(1, 5, 5, &get_block("/p2.txt", &[("authorization", "Basic YWxpY2U6d3Jvbmc=")])));
+    s.write_all(&b).unwrap();
+    let got = responses(&mut s, 3, Duration::from_secs(10));
+    assert_eq!(got.get(&3).map(|r| r.0), Some(401), "{got:?}");
+    assert_eq!(got.get(&5).map(|r| r.0), Some(401), "{got:?}");
+    let ok = got.get(&1).unwrap_or_else(|| panic!("{got:?}"));
+    assert_eq!((ok.0, &ok.1[..], ok.2), (200, FILE_TXT, true));
+    let lines = srv.wait_access_log(3);
+    assert!(lines.iter().any(|l| l.contains(" alice ") && l.contains("\"GET /file.txt HTTP/2.0\" 200")), "{lines:?}");
 }

@@ -127,6 +127,7 @@ fn limits(cx: &Ctx) -> session::Limits {
         max_header_list_size: h.max_header_list_size,
         max_header_block: h.max_header_block as usize,
         header_table_size: h.header_table_size,
+        max_body: cx.cfg.max_body_discard,
     }
 }
 
@@ -280,7 +281,11 @@ impl Conn {
         let events = std::mem::take(&mut h.events);
         for ev in events {
             match ev {
-                Event::Request { stream, fields } => self.h2_request(cx, stream, fields),
+                // A stream reset later in the same input is not answered.
+                Event::Request { stream, fields } if self.h2.as_ref().is_some_and(|h| h.session.is_open(stream)) => {
+                    self.h2_request(cx, stream, fields)
+                }
+                Event::Request { .. } => {}
                 Event::Reset { stream } => {
                     let Some(h) = &mut self.h2 else { return Err(()) };
                     h.paused.retain(|(id, _)| *id != stream);
@@ -404,12 +409,10 @@ impl Conn {
                 }
             };
             if s.left() == 0 && !s.ex.next_part(cx) {
-                h.session.send_data(s.id, n, true);
-                h.session.out.extend_from_slice(&chunk[..n]);
+                h.session.send_data(s.id, &chunk[..n], true);
                 finish_stream(cx, s, true);
             } else {
-                h.session.send_data(s.id, n, false);
-                h.session.out.extend_from_slice(&chunk[..n]);
+                h.session.send_data(s.id, &chunk[..n], false);
                 h.streams.push_back(s);
             }
             any = true;

@@ -45,6 +45,9 @@ pub struct Limits {
     pub max_header_block: usize,
     /// The dynamic table the client's encoder may use (SETTINGS_HEADER_TABLE_SIZE).
     pub header_table_size: u32,
+    /// Request body bytes a request waits for before it is answered anyway (HTTP/1.1's
+    /// `max_body_discard`); the rest is refused when the response is complete.
+    pub max_body: u64,
 }
 
 /// Resets before the Rapid Reset defence closes a connection (see the module docs).
@@ -70,6 +73,8 @@ struct Stream {
     received: u64,
     /// A request was reported for it (its response is owed).
     requested: bool,
+    /// The request, held until its body has ended (or passed `max_body`).
+    pending: Option<Fields>,
 }
 
 /// A header block being received across CONTINUATION frames.
@@ -290,15 +295,20 @@ impl Session {
                 if let Some(s) = self.streams.remove(&stream) {
                     if s.requested {
                         events.push(Event::Reset { stream });
-                        self.resets = self.resets.saturating_sub(1);
-                        if self.resets == 0 {
-                            return Err(Error::Connection(Code::EnhanceYourCalm));
-                        }
+                    }
+                    // Any stream reset before its response was complete costs (Rapid Reset).
+                    self.resets = self.resets.saturating_sub(1);
+                    if self.resets == 0 {
+                        return Err(Error::Connection(Code::EnhanceYourCalm));
                     }
                 }
                 Ok(())
             }
-            Frame::Data { stream, end_stream, flow_len, .. } => self.data(stream, end_stream, flow_len),
+            Frame::Data { stream, data, end_stream, flow_len } => {
+                self.data(stream, end_stream, data.len(), flow_len)?;
+                self.release(stream, events);
+                Ok(())
+            }
             Frame::Headers { stream, block, end_stream, end_headers, .. } => {
                 if stream % 2 == 0 {
                     return Err(Error::Connection(Code::Protocol));
@@ -367,12 +377,13 @@ impl Session {
         Ok(())
     }
 
-    fn data(&mut self, id: u32, end_stream: bool, len: u32) -> Result<(), Error> {
+    /// DATA of `len` bytes, `flow_len` with padding (what flow control counts).
+    fn data(&mut self, id: u32, end_stream: bool, len: usize, flow_len: u32) -> Result<(), Error> {
         if self.idle(id) {
             return Err(Error::Connection(Code::Protocol));
         }
         // Counted against the connection window whatever the stream's state (§6.9).
-        self.conn_recv -= i64::from(len);
+        self.conn_recv -= i64::from(flow_len);
         if self.conn_recv < 0 {
             return Err(Error::Connection(Code::FlowControl));
         }
@@ -387,11 +398,11 @@ impl Session {
         if s.remote_closed {
             return Err(Error::Stream(id, Code::StreamClosed));
         }
-        s.recv_window -= i64::from(len);
+        s.recv_window -= i64::from(flow_len);
         if s.recv_window < 0 {
             return Err(Error::Stream(id, Code::FlowControl));
         }
-        s.received += u64::from(len);
+        s.received += len as u64;
         if s.expect.is_some_and(|n| s.received > n) || (end_stream && s.expect.is_some_and(|n| s.received != n)) {
             return Err(Error::Stream(id, Code::Protocol));
         }
@@ -422,11 +433,14 @@ impl Session {
         };
         let id = b.stream;
         if let Some(s) = self.streams.get_mut(&id) {
-            // Trailers (END_STREAM was checked): dropped, but they end the body.
-            if s.expect.is_some_and(|n| s.received != n) {
+            // Trailers (END_STREAM was checked): dropped, but they end the body. They carry no
+            // pseudo-header fields (RFC 9113 §8.1).
+            let pseudo = fields.iter().any(|(n, _)| n.first() == Some(&b':'));
+            if pseudo || s.expect.is_some_and(|n| s.received != n) {
                 return Err(Error::Stream(id, Code::Protocol));
             }
             s.remote_closed = true;
+            self.release(id, events);
             return Ok(());
         }
         self.last_stream = id;
@@ -460,16 +474,32 @@ impl Session {
                 recv_window: i64::from(frame::DEFAULT_WINDOW),
                 expect,
                 received: 0,
-                requested: true,
+                requested: false,
+                pending: Some(fields),
             },
         );
         if too_large {
             // An over-long list is answered like HTTP/1.1's 431, on the stream: an empty
             // field list tells the connection so.
-            fields.clear();
+            if let Some(f) = self.streams.get_mut(&id).and_then(|s| s.pending.as_mut()) {
+                f.clear();
+            }
         }
-        events.push(Event::Request { stream: id, fields });
+        self.release(id, events);
         Ok(())
+    }
+
+    /// Reports a stream's request once its body has ended (so that a body which breaks
+    /// `content-length` is an error before anything is answered), or once `max_body` of it
+    /// has arrived (a longer one is not waited for).
+    fn release(&mut self, id: u32, events: &mut Vec<Event>) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        if s.remote_closed || s.received > self.lim.max_body {
+            if let Some(fields) = s.pending.take() {
+                s.requested = true;
+                events.push(Event::Request { stream: id, fields });
+            }
+        }
     }
 
     /// Bytes of DATA the stream may send now (both windows), 0 for a stream gone.
@@ -507,11 +537,14 @@ impl Session {
         }
     }
 
-    /// Queues the header of a DATA frame of `len` bytes (at most [`Session::send_window`]
-    /// and [`Session::max_frame`]), charged to both windows; the caller appends the bytes.
-    pub fn send_data(&mut self, id: u32, len: usize, end_stream: bool) {
+    /// Queues a DATA frame (at most [`Session::send_window`] and [`Session::max_frame`]
+    /// bytes), charged to both windows.
+    pub fn send_data(&mut self, id: u32, data: &[u8], end_stream: bool) {
+        let len = data.len();
         debug_assert!(len <= self.send_window(id) && len <= self.peer_max_frame);
         frame::write_data_header(&mut self.out, id, len, end_stream);
+        // The payload before anything `end_stream` queues (its RST_STREAM).
+        self.out.extend_from_slice(data);
         self.conn_send -= len as i64;
         if let Some(s) = self.streams.get_mut(&id) {
             s.send_window -= len as i64;
@@ -542,6 +575,7 @@ mod tests {
         max_header_list_size: 4096,
         max_header_block: 1024,
         header_table_size: 4096,
+        max_body: 100,
     };
 
     fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
@@ -653,8 +687,7 @@ mod tests {
         assert_eq!(names[2], (b":path".to_vec(), b"/".to_vec()));
         assert_eq!(s.send_window(1), 65_535);
         s.send_headers(1, 200, [(&b"content-length"[..], &b"2"[..])].into_iter(), false);
-        s.send_data(1, 2, true);
-        s.out.extend_from_slice(b"ok");
+        s.send_data(1, b"ok", true);
         assert!(!s.is_open(1));
         let f = frames(&s.out);
         assert_eq!((f[0].0, f[0].1, f[0].2), (frame::HEADERS, frame::END_HEADERS, 1));
@@ -663,6 +696,48 @@ mod tests {
         let ev = feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 3, &get_block(&[])));
         assert_eq!(ev.len(), 1);
         assert_eq!(s.send_window(3), 65_533);
+    }
+
+    #[test]
+    fn a_response_before_the_request_body_ends_the_stream() {
+        let mut s = started();
+        // HEADERS without END_STREAM: the client has a body to send. The request waits for
+        // it, up to max_body.
+        assert!(feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS, 1, &get_block(&[]))).is_empty());
+        assert!(feed(&mut s, &frame(frame::DATA, 0, 1, &[0; 100])).is_empty());
+        assert_eq!(feed(&mut s, &frame(frame::DATA, 0, 1, b"!")).len(), 1);
+        s.send_headers(1, 405, std::iter::empty(), false);
+        s.send_data(1, b"no", true);
+        // DATA whole, then RST_STREAM NO_ERROR (RFC 9113 §8.1), and the stream is closed.
+        let f = frames(&s.out);
+        assert_eq!((f[1].0, f[1].1, &f[1].3[..]), (frame::DATA, frame::END_STREAM, &b"no"[..]));
+        assert_eq!((f[2].0, f[2].2, &f[2].3[..]), (frame::RST_STREAM, 1, &[0, 0, 0, 0][..]));
+        assert!(!s.is_open(1));
+        // What the client still sends for it is counted against the connection and refused.
+        s.out.clear();
+        feed(&mut s, &frame(frame::DATA, 0, 1, b"body"));
+        assert_eq!(rst(&s, 1), Some(Code::StreamClosed as u32));
+        assert!(!s.is_closing());
+    }
+
+    #[test]
+    fn a_request_is_answered_when_its_body_ends() {
+        let mut s = started();
+        assert!(feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS, 1, &get_block(&[]))).is_empty());
+        assert!(feed(&mut s, &frame(frame::DATA, 0, 1, b"part")).is_empty());
+        let ev = feed(&mut s, &frame(frame::DATA, frame::END_STREAM, 1, b"end"));
+        assert!(matches!(ev[..], [Event::Request { stream: 1, .. }]), "{ev:?}");
+        // Or by trailers, which hold no pseudo-header field.
+        let trailer = [0, 1, b'x', 1, b'y'];
+        feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS, 3, &get_block(&[])));
+        let ev = feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 3, &trailer));
+        assert!(matches!(ev[..], [Event::Request { stream: 3, .. }]), "{ev:?}");
+        s.send_headers(1, 204, std::iter::empty(), true);
+        s.send_headers(3, 204, std::iter::empty(), true);
+        feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS, 5, &get_block(&[])));
+        let ev = feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS | frame::END_STREAM, 5, &get_block(&[])));
+        assert!(ev.is_empty(), "{ev:?}");
+        assert_eq!(rst(&s, 5), Some(Code::Protocol as u32));
     }
 
     #[test]
@@ -703,12 +778,18 @@ mod tests {
         // HPACK stayed in step: the next request decodes.
         let ev = feed(&mut s, &frame(frame::HEADERS, 5, 3, &get_block(&[("te", "trailers")])));
         assert_eq!(ev.len(), 1);
-        // A content-length the body does not match.
+        // A content-length the body does not match: refused before it is ever answered.
         let ev = feed(&mut s, &frame(frame::HEADERS, 4, 5, &get_block(&[("content-length", "3")])));
-        assert_eq!(ev.len(), 1);
+        assert!(ev.is_empty(), "held until its body ends: {ev:?}");
         let ev = feed(&mut s, &frame(frame::DATA, 1, 5, b"ab"));
-        assert!(matches!(ev[..], [Event::Reset { stream: 5 }]));
+        assert!(ev.is_empty(), "{ev:?}");
         assert_eq!(rst(&s, 5), Some(Code::Protocol as u32));
+        // Padding is not part of the content.
+        s.out.clear();
+        feed(&mut s, &frame(frame::HEADERS, 4, 7, &get_block(&[("content-length", "2")])));
+        let ev = feed(&mut s, &frame(frame::DATA, frame::END_STREAM | frame::PADDED, 7, b"\x03abXXX"));
+        assert!(matches!(ev[..], [Event::Request { stream: 7, .. }]), "{ev:?}");
+        assert_eq!(rst(&s, 7), None);
     }
 
     #[test]
@@ -768,8 +849,7 @@ mod tests {
         assert_eq!(s.send_window(1), 16);
         feed(&mut s, &frame(frame::WINDOW_UPDATE, 0, 1, b"\0\0\0\x10"));
         assert_eq!(s.send_window(1), 32);
-        s.send_data(1, 32, false);
-        s.out.extend_from_slice(&[0; 32]);
+        s.send_data(1, &[0; 32], false);
         assert_eq!(s.send_window(1), 0);
         // A SETTINGS change applies to open streams, and may make a window negative.
         feed(&mut s, &frame(frame::SETTINGS, 0, 0, b"\0\x04\0\0\0\0"));
