@@ -7,11 +7,12 @@
 //!   The check costs the HTTP/1.1 path nothing: it runs only when a head failed to parse,
 //!   which `PRI * HTTP/2.0` does (its version). Over TLS, ALPN `h2` decides once the
 //!   handshake is done.
-//! * **Input.** The connection's read buffer (a larger one, for a whole frame) feeds
+//! * **Input.** The connection's read buffer (a larger one, for a whole frame; dropped while
+//!   the connection is idle, with the output buffer) feeds
 //!   [`Session::recv`]; nothing is read while the output buffer holds more than
 //!   [`OUT_HIGH`] bytes (backpressure, as HTTP/1.1 reads nothing while a response is
 //!   pending: floods of PING or SETTINGS cost output only as fast as the client reads it).
-//! * **Requests.** Each complete request becomes a [`Request`] borrowed from its decoded
+//! * **Requests.** Each complete request (its body ended, see the session) becomes a [`Request`] borrowed from its decoded
 //!   fields and goes through [`Conn::answer`], the HTTP/1.1 pipeline, which queues an
 //!   HTTP/1.1 head and a body source in the connection's output queue. Both are moved into
 //!   the stream at once: the head becomes HEADERS (status from the status line, field names
@@ -241,10 +242,18 @@ impl Conn {
     fn h2_wait(&mut self, cx: &mut Ctx, sleep: Option<Instant>) -> Drive {
         let Some(h) = &mut self.h2 else { return Drive::Close };
         let busy = h.session.active_streams() > 0 || h.out_pos < h.session.out.len();
-        if busy {
-            // The write-stall deadline is renewed on progress (h2_flush).
-        } else {
+        // Busy, the write-stall deadline runs (renewed on progress, in h2_flush; a client
+        // that never opens its window meets it). Idle: the keep-alive deadline, and the
+        // buffers go, so an idle HTTP/2 connection holds only its session state.
+        if !busy {
             self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
+            h.session.out = Vec::new();
+            h.out_pos = 0;
+            if self.rstart == self.rend {
+                self.rbuf = None;
+                self.rstart = 0;
+                self.rend = 0;
+            }
         }
         if let Some(job) = h.jobs.pop() {
             return Drive::Pause(job);
@@ -258,6 +267,10 @@ impl Conn {
     /// Reads what the transport has and hands it to the session; answers the requests
     /// that completed. `Ok(true)`: something was read.
     fn h2_read(&mut self, cx: &mut Ctx) -> Result<bool, ()> {
+        if self.rbuf.is_none() {
+            // Not the pool's: a whole frame must fit.
+            self.rbuf = Some(vec![0; RBUF].into_boxed_slice());
+        }
         let before = self.rend;
         #[cfg(feature = "tls")]
         if let super::Transport::Tls(_) = self.transport {

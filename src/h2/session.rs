@@ -15,7 +15,9 @@
 //!   get the errors of §5.1; trailers are accepted and dropped.
 //! * **Request bodies** (DATA) count against both receive windows and are thrown away, as
 //!   HTTP/1.1 throws away bodies; both windows are replenished once half is used; a body
-//!   that disagrees with `content-length` makes the request malformed (§8.1.1).
+//!   that disagrees with `content-length` makes the request malformed (§8.1.1). A request
+//!   is reported when its body has ended (END_STREAM, or trailers without pseudo-header
+//!   fields), or once `max_body` bytes of it have come.
 //! * **Flow control for what we send** (§6.9): the connection and stream send windows, the
 //!   peer's WINDOW_UPDATEs (overflow past 2^31−1 is FLOW_CONTROL_ERROR), SETTINGS changes.
 //! * **PING** answered, **PRIORITY** parsed and ignored, **GOAWAY** from the peer noted,
