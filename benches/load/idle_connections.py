@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Memory per idle keep-alive connection.
 
-    benches/load/idle_connections.py [--tls] PID PORT [N] [PATH]
+    benches/load/idle_connections.py [--tls | --h2c] PID PORT [N] [PATH]
 
 Opens N (default 10000) connections to 127.0.0.1:PORT, makes one GET of PATH (default
 /4k.bin) on each and reads the whole response, keeps them all open, then prints the RSS of
@@ -9,7 +9,8 @@ the server process PID (VmRSS, RssAnon, RssFile from /proc) before and after, an
 difference per connection. The server needs max_connections above N and a keep-alive
 timeout longer than the run; this process raises its own descriptor limit as far as the hard
 limit allows. With --tls, PORT is a TLS listener (the certificate is not verified: this
-measures memory, not trust). Run by hand; never in CI.
+measures memory, not trust). With --h2c, each connection speaks cleartext HTTP/2 (prior
+knowledge) and makes its GET as stream 1. Run by hand; never in CI.
 """
 import os
 import resource
@@ -29,7 +30,41 @@ def rss(pid):
     return d
 
 
+def h2_frame(kind, flags, stream, payload):
+    n = len(payload)
+    return bytes([n >> 16, (n >> 8) & 255, n & 255, kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def h2_get(s, path):
+    """The preface, an empty SETTINGS, and GET path on stream 1 (literal fields, no Huffman);
+    reads frames until stream 1 ends."""
+    block = b""
+    for name, value in ((b":method", b"GET"), (b":scheme", b"http"), (b":path", path.encode()),
+                        (b":authority", b"localhost")):
+        block += bytes([0, len(name)]) + name + bytes([len(value)]) + value
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"") + h2_frame(1, 5, 1, block))
+    buf = b""
+    while True:
+        while len(buf) >= 9:
+            n = int.from_bytes(buf[:3], "big")
+            if len(buf) < 9 + n:
+                break
+            kind, flags, stream = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+            buf = buf[9 + n:]
+            if kind == 4 and not flags & 1:
+                s.sendall(h2_frame(4, 1, 0, b""))
+            if stream == 1 and flags & 1 and kind in (0, 1):
+                return
+        chunk = s.recv(65536)
+        if not chunk:
+            sys.exit("closed before the response ended")
+        buf += chunk
+
+
 def main():
+    h2c = "--h2c" in sys.argv[1:]
+    if h2c:
+        sys.argv.remove("--h2c")
     tls = "--tls" in sys.argv[1:]
     if tls:
         sys.argv.remove("--tls")
@@ -50,6 +85,10 @@ def main():
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
         if tls:
             s = ctx.wrap_socket(s, server_hostname="localhost")
+        if h2c:
+            h2_get(s, path)
+            conns.append(s)
+            continue
         s.sendall(req)
         got = b""
         while True:
