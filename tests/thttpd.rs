@@ -1360,3 +1360,22 @@ fn root_without_chroot_warns_and_becomes_nobody() {
     assert_eq!(o.code, Some(1), "{o:?}");
     assert!(o.stderr.contains("no-such-user-x"), "{o:?}");
 }
+
+#[test]
+fn image_variants_must_be_world_readable_too() {
+    // Issue 19: the variant actually sent passes thttpd's rule, not only the file asked for.
+    let site = Site::new();
+    site.write("photo.jpg", b"jpeg bytes");
+    site.write_mode("photo.jpg.avif", b"private avif", 0o600);
+    site.write("photo.jpg.webp", b"public webp");
+    let srv = site.start(&["-d", &site.root_str(), "-l", "/dev/null"]);
+    let get = |accept: &str| {
+        srv.exchange(&format!("GET /photo.jpg HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"))
+    };
+    let r = get("image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8");
+    assert_eq!((r.status, text(&r).as_str()), (200, "public webp"), "{r:?}");
+    assert_eq!(r.header("Content-Type"), Some("image/webp"), "{r:?}");
+    let r = get("image/avif");
+    assert_eq!((r.status, text(&r).as_str()), (200, "jpeg bytes"), "{r:?}");
+    assert!(r.header_has_token("Vary", "Accept"), "the WebP is negotiable: {r:?}");
+}

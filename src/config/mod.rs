@@ -231,6 +231,9 @@ pub struct Config {
     pub header_rules: Vec<HeaderRule>,
     /// Precompressed siblings to look for, in the server's order of preference.
     pub precompressed: Vec<crate::http::encoding::Encoding>,
+    /// Serve `x.jpg.avif` / `x.jpg.webp` for a JPEG, PNG or GIF `x.jpg` to clients whose
+    /// `Accept` names the format (`[images] negotiate`).
+    pub image_negotiate: bool,
     /// Custom error pages: status -> URL path of the page under the root.
     pub error_pages: BTreeMap<u16, String>,
     /// Directory listings for directories without an index file.
@@ -309,6 +312,7 @@ impl Default for Config {
                 crate::http::encoding::Encoding::Zstd,
                 crate::http::encoding::Encoding::Gzip,
             ],
+            image_negotiate: true,
             error_pages: BTreeMap::new(),
             listing: false,
             listing_max_entries: 10_000,

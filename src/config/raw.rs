@@ -24,6 +24,7 @@ struct Raw {
     status: Option<RawStatus>,
     compression: Option<RawCompression>,
     listing: Option<RawListing>,
+    images: Option<RawImages>,
     errors: Option<BTreeMap<String, Spanned<String>>>,
     headers: Option<Vec<RawHeaderRule>>,
     vhost: Option<Vec<RawVhost>>,
@@ -137,6 +138,12 @@ struct RawHttp {
 #[serde(deny_unknown_fields)]
 struct RawCompression {
     precompressed: S<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawImages {
+    negotiate: S<bool>,
 }
 
 #[derive(Deserialize)]
@@ -708,6 +715,12 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
     }
 
+    if let Some(i) = raw.images {
+        if let Some(v) = i.negotiate {
+            cfg.image_negotiate = v.into_inner();
+        }
+    }
+
     if let Some(l) = raw.listing {
         if let Some(v) = l.enabled {
             cfg.listing = v.into_inner();
@@ -1047,6 +1060,9 @@ mod tests {
         assert_eq!(c.limit_rate, 100 * 1024);
         assert_eq!(c.precompressed, vec![crate::http::encoding::Encoding::Gzip]);
         assert!(c.listing);
+        assert!(load("[images]\nnegotiate = false\n").is_ok_and(|c| !c.image_negotiate));
+        assert!(load("[images]\nnegotiate = 1\n").is_err());
+        assert!(load("[images]\nformats = []\n").is_err());
         assert_eq!(c.error_pages.get(&404).map(String::as_str), Some("/errors/404.html"));
         assert_eq!(c.header_rules.len(), 1);
         assert_eq!(c.header_rules[0].headers, vec![("X-Frame-Options".to_string(), "DENY".to_string())]);
@@ -1090,6 +1106,7 @@ mod tests {
         assert_eq!(c.max_age, d.max_age);
         assert_eq!(c.max_ranges, d.max_ranges);
         assert_eq!(c.precompressed, d.precompressed);
+        assert_eq!(c.image_negotiate, d.image_negotiate);
         assert_eq!(c.listing, d.listing);
         assert_eq!(c.listing_max_entries, d.listing_max_entries);
         assert_eq!(c.listing_max_bytes, d.listing_max_bytes);

@@ -7,7 +7,8 @@
 //! 3. **Security**: `.htpasswd` is never served; thttpd mode serves only world-readable,
 //!    non-executable files; `.htpasswd` Basic authentication where configured; throttles.
 //! 4. **Representation**: a precompressed sibling (`x.br`, `x.zst`, `x.gz`) when the client
-//!    accepts it and it is at least as new as the file.
+//!    accepts it and it is at least as new as the file; for a JPEG, PNG or GIF, an image in
+//!    another format (`x.jpg.avif`, `x.jpg.webp`) when `Accept` names it (`http::media`).
 //! 5. **Preconditions** (RFC 9110 §13.2.2) → 304 or 412; then **Range** → 206 (one part or
 //!    `multipart/byteranges`) or 416; else 200.
 //! 6. **Headers**: validators, `Cache-Control`/`Expires` (`max_age`, `[[headers]]` rules),
@@ -28,6 +29,7 @@ use crate::fs::listing;
 use crate::fs::resolve::{self, DotfilePolicy, RealPath, ResolveError};
 use crate::http::conditional::{self, Conditions, Outcome, Validators};
 use crate::http::encoding::{self, Encoding};
+use crate::http::media::{self, ImageFormat};
 use crate::http::range::{self, ByteRange, Multipart, RangeSpec};
 use crate::http::request::{Method, Request};
 use crate::http::response::{error_body, Head};
@@ -74,8 +76,17 @@ enum Refusal {
     Busy,
 }
 
-/// A precompressed sibling chosen to be sent, and its encoding.
-type Variant = (Rc<FileEntry>, Encoding);
+/// A sibling chosen to be sent instead of the file: a precompressed one (with its encoding),
+/// or an image in another format (no encoding: its own Content-Type).
+type Variant = (Rc<FileEntry>, Option<Encoding>);
+
+/// Which request field the choice of representation depended on (for `Vary`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Vary {
+    No,
+    AcceptEncoding,
+    Accept,
+}
 
 /// What the serving functions return instead of a status when the request is paused.
 pub(super) const PAUSED: u16 = 0;
@@ -333,16 +344,20 @@ impl Exchange {
     /// client's acceptable encodings (in the server's preference order) whose sibling exists,
     /// is at least as new, and passes every [`Exchange::policy`] the file itself does (a private
     /// `page.html.gz` beside a public `page.html` is not sent). Returns it and whether any
-    /// sibling exists that some client could get (for `Vary`).
+    /// sibling exists that some client could get (for `Vary`). JPEG, PNG and GIF files get
+    /// [`Conn::pick_image`] instead.
     fn pick_variant(
         &mut self,
         cx: &mut Ctx,
         req: &Request<'_>,
         entry: &Rc<FileEntry>,
         site: &Site,
-    ) -> Result<(Option<Variant>, bool), Refusal> {
+    ) -> Result<(Option<Variant>, Vary), Refusal> {
+        if cx.cfg.image_negotiate && media::negotiable(&entry.content_type) {
+            return self.pick_image(cx, req, entry, site);
+        }
         if cx.cfg.precompressed.is_empty() || !compressible(&entry.content_type) {
-            return Ok((None, false));
+            return Ok((None, Vary::No));
         }
         let mut accepted = std::mem::take(&mut cx.encodings);
         encoding::acceptable(req.accept_encoding.as_deref(), &cx.cfg.precompressed, &mut accepted);
@@ -382,7 +397,53 @@ impl Exchange {
         }
         cx.sibling = sibling_path;
         cx.encodings = accepted;
-        Ok((chosen.map(|(s, e, _)| (s, e)), any))
+        Ok((chosen.map(|(s, e, _)| (s, Some(e))), if any { Vary::AcceptEncoding } else { Vary::No }))
+    }
+
+    /// Finds the image variant to send instead of `entry` (a JPEG, PNG or GIF), if any:
+    /// `photo.jpg.avif` or `photo.jpg.webp`, the first of the formats the client's `Accept`
+    /// names ([`media::acceptable_images`]) whose sibling exists, is at least as new, and
+    /// passes every [`Conn::policy`] the file itself does. Returns it and, for `Vary: Accept`
+    /// on every response for the file, whether any such sibling exists. The lookups go through
+    /// the file cache, whose entries (and cached misses) answer them without a system call.
+    fn pick_image(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        entry: &Rc<FileEntry>,
+        site: &Site,
+    ) -> Result<(Option<Variant>, Vary), Refusal> {
+        let wanted = media::acceptable_images(req.accept.as_deref(), &entry.content_type);
+        let mut any = false;
+        let mut chosen: Option<(Rc<FileEntry>, usize)> = None;
+        let mut sibling_path = std::mem::take(&mut cx.sibling);
+        for format in [ImageFormat::Avif, ImageFormat::Webp] {
+            sibling_path.clear();
+            sibling_path.push_str(&entry.url_path);
+            sibling_path.push_str(format.suffix());
+            let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) else { continue };
+            if (sib.mtime, sib.mtime_nsec) < (entry.mtime, entry.mtime_nsec) {
+                continue;
+            }
+            // As in `pick_variant`: a sibling in the very same directory shares its `.htpasswd`.
+            let same_dir = sib.real_path == RealPath::Same && entry.real_path == RealPath::Same;
+            match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site, !same_dir) {
+                Ok(()) => {}
+                Err(r @ (Refusal::Pending(_) | Refusal::Busy)) => {
+                    cx.sibling = sibling_path;
+                    return Err(r);
+                }
+                Err(_) => continue,
+            }
+            any = true;
+            if let Some(rank) = wanted.iter().position(|&w| w == Some(format)) {
+                if chosen.as_ref().is_none_or(|(_, r)| rank < *r) {
+                    chosen = Some((sib, rank));
+                }
+            }
+        }
+        cx.sibling = sibling_path;
+        Ok((chosen.map(|(s, _)| (s, None)), if any { Vary::Accept } else { Vary::No }))
     }
 
     fn file_response(&mut self, cx: &mut Ctx, req: &Request<'_>, entry: Rc<FileEntry>, site: &Site) -> u16 {
@@ -392,9 +453,11 @@ impl Exchange {
             Err(r) => return self.refuse(cx, req, r, site),
         };
         let (rep, encoding) = match variant {
-            Some((v, e)) => (v, Some(e)),
+            Some((v, e)) => (v, e),
             None => (entry.clone(), None),
         };
+        // A content coding keeps the file's type; an image variant has its own.
+        let content_type: &str = if encoding.is_some() { &entry.content_type } else { &rep.content_type };
         let conds = Conditions {
             if_match: req.if_match.as_deref(),
             if_none_match: req.if_none_match.as_deref(),
@@ -448,12 +511,12 @@ impl Exchange {
         let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
         let multipart = if ranges.len() > 1 {
             let seed = rep.ino ^ (cx.counters.requests << 20) ^ cx.clock.unix_secs();
-            let mp = Multipart::new(&ranges, size, &entry.content_type, seed);
+            let mp = Multipart::new(&ranges, size, content_type, seed);
             h.field("Content-Type", mp.content_type().as_bytes());
             h.number("Content-Length", mp.content_length());
             Some(mp)
         } else {
-            h.field("Content-Type", entry.content_type.as_bytes());
+            h.field("Content-Type", content_type.as_bytes());
             match ranges.first() {
                 Some(&r) => {
                     let mut cr = Vec::with_capacity(48);
@@ -699,7 +762,7 @@ fn representation_headers(
     original: &FileEntry,
     site: &Site,
     encoding: Option<Encoding>,
-    vary: bool,
+    vary: Vary,
 ) {
     // `[[headers]]` patterns are URL paths: without thttpd's `-v` host directory.
     let url = original.url_path.strip_prefix(site.prefix.as_str()).unwrap_or(&original.url_path);
@@ -707,8 +770,14 @@ fn representation_headers(
     if let Some(e) = encoding {
         h.field("Content-Encoding", e.token().as_bytes());
     }
-    if vary {
-        h.field("Vary", b"Accept-Encoding");
+    match vary {
+        Vary::No => {}
+        Vary::AcceptEncoding => {
+            h.field("Vary", b"Accept-Encoding");
+        }
+        Vary::Accept => {
+            h.field("Vary", b"Accept");
+        }
     }
     let mut cache_control: Option<&str> = None;
     // `[[headers]]`, then the site's `_headers` file (routing): later rules win.

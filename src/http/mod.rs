@@ -5,6 +5,7 @@ pub mod conditional;
 pub mod date;
 pub mod encoding;
 pub mod forwarded;
+pub mod media;
 pub mod mime;
 pub mod range;
 pub mod request;
