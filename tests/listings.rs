@@ -266,3 +266,99 @@ fn clients_that_do_not_read_a_listing_cost_no_memory_each() {
     assert!(grown_mb < 48, "the server's RSS grew by {grown_mb} MB for {CLIENTS} clients of a {size}-byte listing");
     drop(clients);
 }
+
+/// root/g/: files of known sizes and times, names that need escaping, one that is not UTF-8,
+/// a subdirectory.
+fn sorted_server() -> Server {
+    Server::builder()
+        .config("[listing]\nenabled = true")
+        .setup(|_, root| {
+            use std::os::unix::ffi::OsStrExt;
+            let g = root.join("g");
+            fs::create_dir(&g).unwrap();
+            let t0 = common::unix_now() - 100_000;
+            for (name, size, age) in
+                [("b.png", 300, 3), ("a.jpg", 100, 1), ("c.gif", 200, 2), ("<x> & \"y\" 'z' 100%.png", 50, 4)]
+            {
+                fs::write(g.join(name), vec![b'x'; size]).unwrap();
+                let f = fs::File::options().write(true).open(g.join(name)).unwrap();
+                f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(t0 + age * 1000)).unwrap();
+            }
+            fs::write(g.join(std::ffi::OsStr::from_bytes(b"bad-\xff.png")), b"not utf-8").unwrap();
+            fs::create_dir(g.join("sub dir")).unwrap();
+        })
+        .start()
+}
+
+/// The entry names of a listing page (table rows or gallery tiles), in page order.
+fn listed(page: &str) -> Vec<String> {
+    let marker = if page.contains("<ul class=\"g\">") { "<span class=\"n\">" } else { "<tr><td><a href=\"" };
+    page.split(marker)
+        .skip(1)
+        .map(|s| {
+            let s = if marker.ends_with('"') { &s[s.find("\">").unwrap() + 2..] } else { s };
+            s[..s.find('<').unwrap()].to_string()
+        })
+        .filter(|n| n != "../")
+        .collect()
+}
+
+#[test]
+fn every_sort_and_view_over_http() {
+    let srv = sorted_server();
+    let esc = "&lt;x&gt; &amp; &quot;y&quot; &#39;z&#39; 100%.png";
+    let cases: &[(&str, [&str; 5])] = &[
+        // Byte order: `<` before letters.
+        ("", ["sub dir/", esc, "a.jpg", "b.png", "c.gif"]),
+        ("?sort=name&order=desc", ["sub dir/", "c.gif", "b.png", "a.jpg", esc]),
+        ("?sort=size", ["sub dir/", esc, "a.jpg", "c.gif", "b.png"]),
+        ("?sort=size&order=desc", ["sub dir/", "b.png", "c.gif", "a.jpg", esc]),
+        ("?sort=date", ["sub dir/", "a.jpg", "c.gif", "b.png", esc]),
+        ("?sort=date;order=desc", ["sub dir/", esc, "b.png", "c.gif", "a.jpg"]),
+    ];
+    let mut tags = std::collections::HashSet::new();
+    for (query, want) in cases {
+        for gallery in [false, true] {
+            let q = match (gallery, query.is_empty()) {
+                (false, _) => query.to_string(),
+                (true, true) => "?view=gallery".to_string(),
+                (true, false) => format!("{query}&view=gallery"),
+            };
+            let r = get(&srv, &format!("/g/{q}"), &[]);
+            assert_eq!(r.status, 200, "{q}: {}", r.describe());
+            assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
+            let page = r.body_text();
+            assert_eq!(listed(&page), want, "{q}");
+            assert!(!page.contains("bad-"), "a name that is not UTF-8 is not listed");
+            assert_eq!(page.contains("<ul class=\"g\">"), gallery, "{q}");
+            if gallery {
+                assert_eq!(page.matches("<img loading=\"lazy\"").count(), 4, "{q}: four images");
+            }
+            // Each view is its own representation, with its own validator and preconditions.
+            let tag = etag(&r);
+            assert!(tags.insert(tag.clone()), "{q}: a tag of its own: {tag}");
+            let r = get(&srv, &format!("/g/{q}"), &[&format!("If-None-Match: {tag}")]);
+            assert_eq!(r.status, 304, "{q}: {}", r.describe());
+            let r = request(&srv, "HEAD", &format!("/g/{q}"), &[]);
+            assert_eq!(r.header("ETag"), Some(tag.as_str()), "{q}: HEAD");
+            assert_eq!(r.header("Content-Length"), Some(page.len().to_string().as_str()), "{q}: HEAD");
+        }
+    }
+    // Unknown values and keys are the default view, never an error.
+    let default_tag = etag(&get(&srv, "/g/", &[]));
+    for q in ["?sort=bogus", "?view=grid&order=sideways", "?C=N;O=D", "?sort", "?%ff=%00", "?view=gallery%20"] {
+        let r = get(&srv, &format!("/g/{q}"), &[]);
+        assert_eq!(r.status, 200, "{q}: {}", r.describe());
+        assert_eq!(etag(&r), default_tag, "{q}");
+    }
+    // JSON follows the order too, and links and names stay escaped.
+    let r = get(&srv, "/g/?format=json&sort=size&order=desc", &[]);
+    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    let text = r.body_text();
+    let names: Vec<&str> = text.split("\"name\":\"").skip(1).map(|s| &s[..s.find("\",").unwrap()]).collect();
+    assert_eq!(names, ["sub dir", "b.png", "c.gif", "a.jpg", "\\u003cx\\u003e \\u0026 \\\"y\\\" 'z' 100%.png"]);
+    let page = get(&srv, "/g/?view=gallery", &[]).body_text();
+    assert!(page.contains("src=\"%3Cx%3E%20%26%20%22y%22%20%27z%27%20100%25.png\""), "{page}");
+    assert!(page.contains("<a href=\"sub%20dir/\""), "{page}");
+    assert!(page.contains("<h1>Index of <a href=\"../\">/</a>g/</h1>"), "breadcrumbs: {page}");
+}

@@ -273,9 +273,11 @@ fn check_multipart(
 }
 
 /// `href="..."` values of the `<a>` elements of an HTML page, in order.
+/// The links of a listing's entries: those of its table's rows (the breadcrumbs, the view
+/// switch and the sorting headings come before `<tbody>`).
 fn hrefs(html: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut rest = html;
+    let mut rest = html.find("<tbody>").map_or(html, |i| &html[i..]);
     while let Some(i) = rest.find("<a href=\"") {
         let after = &rest[i + 9..];
         let Some(end) = after.find('"') else { break };

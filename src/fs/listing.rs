@@ -1,5 +1,6 @@
 //! Directory listings: reading a directory into a bounded, sorted list of entries, and
-//! rendering it as an HTML page or as JSON.
+//! rendering it as an HTML page (a table, or a gallery of images) or as JSON, in the order
+//! the query asks for (`?view=table|gallery`, `?sort=name|size|date`, `?order=asc|desc`).
 //!
 //! Reading works from a directory descriptor ([`read_dir_fd`]), so a listing can be made of
 //! exactly the directory [`super::resolve`] opened under its policies, without walking a path
@@ -13,13 +14,18 @@
 //!   A rendering is bounded too: rows past `max_bytes` are left out, and it says so.
 //! - Versioned: [`version`] hashes everything a rendering depends on, so a cached rendering is
 //!   reused while the hash holds (`fs::cache`), and the hash is the listing's ETag. A
-//!   [`View`] (HTML or JSON today) is the other half of the cache key.
+//!   [`View`] (format, layout, sort key and order) is the other half of the cache key.
 //! - Only what the server could serve is listed: directories and regular files, with valid
 //!   UTF-8 names (request paths are UTF-8), dotfiles only when `show_dotfiles`. A symlink is
 //!   listed with its target's metadata and skipped if the target cannot be examined (dangling,
 //!   a loop, no permission). Whether following it is allowed is decided by `resolve` when the
 //!   link is requested; the listing may reveal the size and time of a target it would refuse.
-//! - Order: directories first, then files, each by name in byte order.
+//! - Order: directories first, then files, each by name in byte order ([`read_dir_fd`]); a
+//!   view re-sorts by size or date (names break ties), ascending or descending, directories
+//!   still first.
+//! - The HTML has no script and loads nothing from elsewhere: style inline (`www/`'s, light
+//!   and dark by `prefers-color-scheme`), sorting by links in the column headings, images of
+//!   the gallery lazy-loaded (`loading="lazy"`) from the directory itself.
 //! - Output is safe to embed: HTML text is escaped, hrefs are percent-encoded (every byte
 //!   outside RFC 3986 `unreserved`, so a name can never become a scheme like `javascript:`, a
 //!   query or a fragment), and JSON strings are escaped (including `<`, `>` and `&`, so the
@@ -176,74 +182,279 @@ impl Drop for DirStream {
 }
 
 /// Room kept at the end of an HTML page for its footing with the "only N are shown" note.
-const HTML_FOOT: usize = 128;
-/// The footing of a complete HTML listing.
-const HTML_END: &[u8] = b"</table>\n</body></html>\n";
+const HTML_FOOT: usize = 160;
+
+/// The style of a listing page: `www/`'s colours and type, light or dark by the reader's
+/// `prefers-color-scheme`; the gallery is a CSS grid. No script, nothing loaded from elsewhere.
+const HTML_STYLE: &str = "<style>\
+:root{--bg:#fdfdfc;--fg:#1f2328;--muted:#59636e;--accent:#b7410e;--link:#0b5cad;--tile:#f2f1ee;\
+--border:#d8d6d0;--row-alt:#f7f6f3;color-scheme:light dark}\
+@media (prefers-color-scheme:dark){:root{--bg:#16181b;--fg:#e4e6e8;--muted:#9aa3ad;--accent:#f08a4b;\
+--link:#7cb7ff;--tile:#23262b;--border:#3a3f46;--row-alt:#1c1f23}}\
+*,*::before,*::after{box-sizing:border-box}\
+body{margin:0 auto;max-width:60rem;padding:1.5rem 1.25rem 3rem;background:var(--bg);color:var(--fg);\
+font-family:system-ui,-apple-system,\"Segoe UI\",Roboto,\"Helvetica Neue\",Arial,sans-serif;line-height:1.5}\
+h1{margin:0 0 .25rem;font-size:1.5rem;line-height:1.3;font-weight:600;overflow-wrap:anywhere}\
+h1 a{color:var(--accent);text-decoration:none}h1 a:hover{text-decoration:underline}\
+a{color:var(--link);text-underline-offset:.15em}\
+nav{color:var(--muted);font-size:.95rem;margin-bottom:1rem}nav strong{color:var(--fg)}\
+table{width:100%;border-collapse:collapse;font-size:.95rem}\
+th,td{text-align:left;padding:.4rem .6rem;border-bottom:1px solid var(--border)}\
+th{border-bottom-width:2px;white-space:nowrap}th a{color:inherit}\
+tbody tr:nth-child(even) td{background:var(--row-alt)}\
+td:first-child{overflow-wrap:anywhere}td.s,th.s{text-align:right;white-space:nowrap}\
+td.d{white-space:nowrap;color:var(--muted)}\
+ul.g{list-style:none;margin:0;padding:0;display:grid;gap:1rem;\
+grid-template-columns:repeat(auto-fill,minmax(10rem,1fr))}\
+ul.g li{margin:0;min-width:0}ul.g a{display:block;text-decoration:none;color:var(--fg)}\
+ul.g img,ul.g span.t{display:flex;width:100%;aspect-ratio:1;object-fit:cover;border-radius:6px;\
+background:var(--tile);border:1px solid var(--border);align-items:center;justify-content:center;\
+color:var(--muted);font-size:1.1rem;font-weight:600;text-transform:uppercase;letter-spacing:.05em}\
+ul.g span.n{display:block;margin-top:.3rem;font-size:.85rem;text-align:center;overflow-wrap:anywhere}\
+ul.g a:hover span.n{text-decoration:underline}\
+p.more{color:var(--muted)}\
+</style>\n";
 
 /// Appends an HTML page listing `entries` of the directory at URL path `url_path` (decoded,
-/// ending in `/`). Rows that would take the output past `max_bytes` are left out, and the page
-/// then says how many are shown, as for a `truncated` reading.
-pub fn html(url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize, out: &mut Vec<u8>) {
+/// ending in `/`) in `view`'s layout and order: breadcrumbs to every directory above, links
+/// between the table and the gallery, and column headings that sort (by links with a
+/// query, no script). Rows that would take the output past `max_bytes` are left out, and the
+/// page then says how many are shown, as for a `truncated` reading.
+pub fn html(url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize, view: View, out: &mut Vec<u8>) {
     let start = out.len();
-    out.extend_from_slice(b"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">");
+    out.extend_from_slice(b"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     out.extend_from_slice(b"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
-    out.extend_from_slice(b"<title>Index of ");
+    out.extend_from_slice(b"<meta name=\"color-scheme\" content=\"light dark\">\n<title>Index of ");
     html_escape(url_path, out);
-    out.extend_from_slice(
-        b"</title>\n<style>body{font-family:system-ui,sans-serif;margin:2em}\
-          table{border-collapse:collapse}th,td{padding:.2em 1em;text-align:left}\
-          td.s{text-align:right}a{text-decoration:none}tr:hover{background:#eee}</style>\n",
-    );
-    out.extend_from_slice(b"</head><body>\n<h1>Index of ");
-    html_escape(url_path, out);
-    out.extend_from_slice(b"</h1>\n<table>\n<tr><th>Name</th><th>Size</th><th>Modified (UTC)</th></tr>\n");
-    if url_path != "/" {
-        out.extend_from_slice(b"<tr><td><a href=\"../\">../</a></td><td class=\"s\">-</td><td></td></tr>\n");
-    }
-    let mut n = itoa::Buffer::new();
-    let mut shown = entries.len();
-    for (i, e) in entries.iter().enumerate() {
-        let row = out.len();
-        out.extend_from_slice(b"<tr><td><a href=\"");
-        percent_encode(&e.name, out);
-        if e.is_dir {
-            out.push(b'/');
+    out.extend_from_slice(b"</title>\n");
+    out.extend_from_slice(HTML_STYLE.as_bytes());
+    out.extend_from_slice(b"</head><body>\n<h1>");
+    breadcrumbs(url_path, out);
+    out.extend_from_slice(b"</h1>\n<nav>");
+    let table = View { layout: Layout::Table, ..view };
+    let gallery = View { layout: Layout::Gallery, ..view };
+    for (i, (v, label)) in [(table, "Table"), (gallery, "Gallery")].into_iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b" \xc2\xb7 ");
         }
-        out.extend_from_slice(b"\">");
-        html_escape(&e.name, out);
-        if e.is_dir {
-            out.extend_from_slice(b"/</a></td><td class=\"s\">-</td><td>");
+        if v == view {
+            out.extend_from_slice(b"<strong>");
+            out.extend_from_slice(label.as_bytes());
+            out.extend_from_slice(b"</strong>");
         } else {
-            out.extend_from_slice(b"</a></td><td class=\"s\" title=\"");
-            out.extend_from_slice(n.format(e.size).as_bytes());
+            out.extend_from_slice(b"<a href=\"");
+            v.href(out);
             out.extend_from_slice(b"\">");
-            human_size(e.size, out);
-            out.extend_from_slice(b"</td><td>");
+            out.extend_from_slice(label.as_bytes());
+            out.extend_from_slice(b"</a>");
         }
-        utc_minutes(e.mtime, out);
-        out.extend_from_slice(b"</td></tr>\n");
+    }
+    if view.layout == Layout::Gallery {
+        out.extend_from_slice(b" \xc2\xb7 sort by ");
+        for (i, (sort, label)) in
+            [(Sort::Name, "name"), (Sort::Size, "size"), (Sort::Date, "date")].into_iter().enumerate()
+        {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            sort_link(view, sort, label, out);
+        }
+    }
+    out.extend_from_slice(b"</nav>\n");
+    let foot: &[u8] = match view.layout {
+        Layout::Table => {
+            out.extend_from_slice(b"<table>\n<thead><tr><th>");
+            sort_link(view, Sort::Name, "Name", out);
+            out.extend_from_slice(b"</th><th class=\"s\">");
+            sort_link(view, Sort::Size, "Size", out);
+            out.extend_from_slice(b"</th><th>");
+            sort_link(view, Sort::Date, "Modified (UTC)", out);
+            out.extend_from_slice(b"</th></tr></thead>\n<tbody>\n");
+            if url_path != "/" {
+                out.extend_from_slice(b"<tr><td><a href=\"../\">../</a></td><td class=\"s\">-</td><td></td></tr>\n");
+            }
+            b"</tbody></table>\n"
+        }
+        Layout::Gallery => {
+            out.extend_from_slice(b"<ul class=\"g\">\n");
+            if url_path != "/" {
+                out.extend_from_slice(
+                    b"<li><a href=\"../\"><span class=\"t\">..</span><span class=\"n\">../</span></a></li>\n",
+                );
+            }
+            b"</ul>\n"
+        }
+    };
+    let end = foot.len() + b"</body></html>\n".len();
+    let mut order: Vec<&Entry> = entries.iter().collect();
+    view.sort_entries(&mut order);
+    let mut n = itoa::Buffer::new();
+    let mut shown = order.len();
+    for (i, e) in order.iter().enumerate() {
+        let row = out.len();
+        match view.layout {
+            Layout::Table => table_row(e, out),
+            Layout::Gallery => gallery_tile(e, out),
+        }
         // Room for the footing: the short one after the last row of a complete listing.
-        let foot = if i + 1 == entries.len() && !truncated { HTML_END.len() } else { HTML_FOOT };
-        if out.len() - start + foot > max_bytes {
+        let room = if i + 1 == order.len() && !truncated { end } else { HTML_FOOT };
+        if out.len() - start + room > max_bytes {
             out.truncate(row);
             shown = i;
             break;
         }
     }
-    out.extend_from_slice(b"</table>\n");
+    out.extend_from_slice(foot);
     if truncated || shown < entries.len() {
-        out.extend_from_slice(b"<p>This directory has more entries; only ");
+        out.extend_from_slice(b"<p class=\"more\">This directory has more entries; only ");
         out.extend_from_slice(n.format(shown).as_bytes());
         out.extend_from_slice(b" are shown.</p>\n");
     }
     out.extend_from_slice(b"</body></html>\n");
 }
 
+/// `/`, `a/`, `b/` of `/a/b/`, each a relative link to its directory but the last.
+fn breadcrumbs(url_path: &str, out: &mut Vec<u8>) {
+    let parts: Vec<&str> = url_path.split('/').filter(|s| !s.is_empty()).collect();
+    let up = |levels: usize, out: &mut Vec<u8>| {
+        if levels == 0 {
+            out.extend_from_slice(b"./");
+        }
+        for _ in 0..levels {
+            out.extend_from_slice(b"../");
+        }
+    };
+    out.extend_from_slice(b"Index of ");
+    if parts.is_empty() {
+        out.push(b'/');
+        return;
+    }
+    out.extend_from_slice(b"<a href=\"");
+    up(parts.len(), out);
+    out.extend_from_slice(b"\">/</a>");
+    for (i, p) in parts.iter().enumerate() {
+        let levels = parts.len() - 1 - i;
+        if levels == 0 {
+            html_escape(p, out);
+            out.push(b'/');
+        } else {
+            out.extend_from_slice(b"<a href=\"");
+            up(levels, out);
+            out.extend_from_slice(b"\">");
+            html_escape(p, out);
+            out.extend_from_slice(b"</a>/");
+        }
+    }
+}
+
+/// A column heading (or the gallery's sort word): a link to this sort, ascending, or to the
+/// other order if the view is sorted by it already, with an arrow for the current order.
+fn sort_link(view: View, sort: Sort, label: &str, out: &mut Vec<u8>) {
+    let current = view.sort == sort;
+    let next = View { sort, descending: current && !view.descending, ..view };
+    out.extend_from_slice(b"<a href=\"");
+    next.href(out);
+    out.extend_from_slice(b"\">");
+    out.extend_from_slice(label.as_bytes());
+    if current {
+        out.extend_from_slice(if view.descending { " \u{2193}".as_bytes() } else { " \u{2191}".as_bytes() });
+    }
+    out.extend_from_slice(b"</a>");
+}
+
+fn entry_href(e: &Entry, out: &mut Vec<u8>) {
+    percent_encode(&e.name, out);
+    if e.is_dir {
+        out.push(b'/');
+    }
+}
+
+fn table_row(e: &Entry, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"<tr><td><a href=\"");
+    entry_href(e, out);
+    out.extend_from_slice(b"\">");
+    html_escape(&e.name, out);
+    if e.is_dir {
+        out.extend_from_slice(b"/</a></td><td class=\"s\">-</td><td class=\"d\">");
+    } else {
+        out.extend_from_slice(b"</a></td><td class=\"s\" title=\"");
+        out.extend_from_slice(itoa::Buffer::new().format(e.size).as_bytes());
+        out.extend_from_slice(b" bytes\">");
+        human_size(e.size, out);
+        out.extend_from_slice(b"</td><td class=\"d\">");
+    }
+    utc_minutes(e.mtime, out);
+    out.extend_from_slice(b"</td></tr>\n");
+}
+
+/// What a gallery tile shows for a file.
+#[derive(Debug, PartialEq, Eq)]
+enum Tile {
+    Image,
+    Video,
+    Other,
+}
+
+fn tile_kind(name: &str) -> Tile {
+    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
+    let is = |list: &[&str]| list.iter().any(|x| x.eq_ignore_ascii_case(ext));
+    if is(&["jpg", "jpeg", "png", "gif", "webp", "avif", "svg", "bmp", "ico", "apng"]) {
+        Tile::Image
+    } else if is(&["mp4", "m4v", "webm", "ogv", "mov", "mkv"]) {
+        Tile::Video
+    } else {
+        Tile::Other
+    }
+}
+
+fn gallery_tile(e: &Entry, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"<li><a href=\"");
+    entry_href(e, out);
+    out.extend_from_slice(b"\" title=\"");
+    html_escape(&e.name, out);
+    if !e.is_dir {
+        out.extend_from_slice(b", ");
+        human_size(e.size, out);
+    }
+    out.extend_from_slice(b"\">");
+    let kind = if e.is_dir { Tile::Other } else { tile_kind(&e.name) };
+    match kind {
+        Tile::Image => {
+            out.extend_from_slice(b"<img loading=\"lazy\" decoding=\"async\" alt=\"\" src=\"");
+            percent_encode(&e.name, out);
+            out.extend_from_slice(b"\">");
+        }
+        Tile::Video => out.extend_from_slice("<span class=\"t\">\u{25b6} video</span>".as_bytes()),
+        Tile::Other if e.is_dir => out.extend_from_slice("<span class=\"t\">\u{1f4c1}</span>".as_bytes()),
+        Tile::Other => {
+            out.extend_from_slice(b"<span class=\"t\">");
+            match e.name.rsplit_once('.') {
+                // A short extension as the tile's label; anything else a generic word.
+                Some((stem, ext)) if !stem.is_empty() && (1..=5).contains(&ext.len()) => html_escape(ext, out),
+                _ => out.extend_from_slice(b"file"),
+            }
+            out.extend_from_slice(b"</span>");
+        }
+    }
+    out.extend_from_slice(b"<span class=\"n\">");
+    html_escape(&e.name, out);
+    if e.is_dir {
+        out.push(b'/');
+    }
+    out.extend_from_slice(b"</span></a></li>\n");
+}
+
 /// Appends the listing as JSON:
 /// `{"path":"/d/","truncated":false,"entries":[{"name":"a","type":"file","size":1,"mtime":2}]}`.
 /// Entries that would take the output past `max_bytes` are left out, and `truncated` is then
 /// true.
-pub fn json(url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize, out: &mut Vec<u8>) {
+pub fn json<E: std::borrow::Borrow<Entry>>(
+    url_path: &str,
+    entries: &[E],
+    truncated: bool,
+    max_bytes: usize,
+    out: &mut Vec<u8>,
+) {
     const FOOT: usize = 3; // "]}\n"
     let start = out.len();
     let mut n = itoa::Buffer::new();
@@ -253,6 +464,7 @@ pub fn json(url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize
     out.extend_from_slice(if truncated { b",\"truncated\":true" } else { b",\"truncated\":false" });
     out.extend_from_slice(b",\"entries\":[");
     for (i, e) in entries.iter().enumerate() {
+        let e = e.borrow();
         let row = out.len();
         if i > 0 {
             out.push(b',');
@@ -290,27 +502,139 @@ pub enum Format {
     Json,
 }
 
+/// How an HTML listing lays its entries out: `?view=table` (the default) or `?view=gallery`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Table,
+    Gallery,
+}
+
+/// What entries are ordered by: `?sort=name` (the default), `size` or `date` (mtime).
+/// Directories always come first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    Name,
+    Size,
+    Date,
+}
+
 /// Which rendering of a directory's listing a request gets: everything the bytes depend on
 /// besides the directory itself. It is a component of the listing's cache key and of its
-/// ETag ([`View::key`]), so another view (a sort order, a gallery) is one more field here
-/// and one more character of the key.
+/// ETag ([`View::key`]), so each (format, layout, order) is its own cached rendering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
     pub format: Format,
+    /// Always `Table` for JSON, which has no layout (one rendering, not two equal ones).
+    pub layout: Layout,
+    pub sort: Sort,
+    pub descending: bool,
 }
 
 impl View {
-    /// The view a request asks for (see [`wants_json`]).
+    /// The default: HTML, a table, by name, ascending.
+    pub const DEFAULT: View = View { format: Format::Html, layout: Layout::Table, sort: Sort::Name, descending: false };
+
+    /// The view a request asks for: the format by [`wants_json`]; then the query's `view=`
+    /// (`table`, `gallery`), `sort=` (`name`, `size`, `date`) and `order=` (`asc`, `desc`),
+    /// pairs separated by `&` (or `;`). A value not in these lists, or a key given twice,
+    /// leaves the default or the first value: never an error.
     pub fn from_request(query: &[u8], accept: Option<&[u8]>) -> View {
-        View { format: if wants_json(query, accept) { Format::Json } else { Format::Html } }
+        let mut v = View::DEFAULT;
+        if wants_json(query, accept) {
+            v.format = Format::Json;
+        }
+        let (mut layout, mut sort, mut order) = (None, None, None);
+        for pair in query.split(|&b| b == b'&' || b == b';') {
+            let Some(eq) = pair.iter().position(|&b| b == b'=') else { continue };
+            let (key, value) = (&pair[..eq], &pair[eq + 1..]);
+            match key {
+                b"view" => {
+                    layout = layout.or(match value {
+                        b"table" => Some(Layout::Table),
+                        b"gallery" => Some(Layout::Gallery),
+                        _ => None,
+                    })
+                }
+                b"sort" => {
+                    sort = sort.or(match value {
+                        b"name" => Some(Sort::Name),
+                        b"size" => Some(Sort::Size),
+                        b"date" => Some(Sort::Date),
+                        _ => None,
+                    })
+                }
+                b"order" => {
+                    order = order.or(match value {
+                        b"asc" => Some(false),
+                        b"desc" => Some(true),
+                        _ => None,
+                    })
+                }
+                _ => {}
+            }
+        }
+        if v.format == Format::Html {
+            v.layout = layout.unwrap_or(Layout::Table);
+        }
+        v.sort = sort.unwrap_or(Sort::Name);
+        v.descending = order.unwrap_or(false);
+        v
     }
 
     /// Appends the view's key: characters from `[a-z0-9]`, distinct for distinct views, fit
-    /// for a cache key and inside an entity tag.
+    /// for a cache key and inside an entity tag (`htna`: HTML, table, by name, ascending).
     pub fn key(&self, out: &mut String) {
         out.push(match self.format {
             Format::Html => 'h',
             Format::Json => 'j',
+        });
+        out.push(match self.layout {
+            Layout::Table => 't',
+            Layout::Gallery => 'g',
+        });
+        out.push(match self.sort {
+            Sort::Name => 'n',
+            Sort::Size => 's',
+            Sort::Date => 'd',
+        });
+        out.push(if self.descending { 'd' } else { 'a' });
+    }
+
+    /// Appends a relative link to this HTML view of the same directory: `./` for the default,
+    /// else `?` and the parameters that differ from it.
+    fn href(&self, out: &mut Vec<u8>) {
+        let mut params: Vec<&[u8]> = Vec::with_capacity(3);
+        if self.layout == Layout::Gallery {
+            params.push(b"view=gallery");
+        }
+        match self.sort {
+            Sort::Name => {}
+            Sort::Size => params.push(b"sort=size"),
+            Sort::Date => params.push(b"sort=date"),
+        }
+        if self.descending {
+            params.push(b"order=desc");
+        }
+        if params.is_empty() {
+            out.extend_from_slice(b"./");
+            return;
+        }
+        out.push(b'?');
+        // `&amp;`: the link is inside an HTML attribute.
+        out.extend_from_slice(&params.join(&b"&amp;"[..]));
+    }
+
+    /// Orders `entries` for this view: directories first, then by the key (names break
+    /// ties), ascending or descending.
+    fn sort_entries(&self, entries: &mut [&Entry]) {
+        entries.sort_by(|a, b| {
+            let by = match self.sort {
+                Sort::Name => std::cmp::Ordering::Equal,
+                Sort::Size => a.size.cmp(&b.size),
+                Sort::Date => a.mtime.cmp(&b.mtime),
+            };
+            let by = by.then_with(|| a.name.as_bytes().cmp(b.name.as_bytes()));
+            b.is_dir.cmp(&a.is_dir).then(if self.descending { by.reverse() } else { by })
         });
     }
 
@@ -324,8 +648,12 @@ impl View {
     /// Appends the listing in this view (see [`html`] and [`json`]).
     pub fn render(&self, url_path: &str, entries: &[Entry], truncated: bool, max_bytes: usize, out: &mut Vec<u8>) {
         match self.format {
-            Format::Html => html(url_path, entries, truncated, max_bytes, out),
-            Format::Json => json(url_path, entries, truncated, max_bytes, out),
+            Format::Html => html(url_path, entries, truncated, max_bytes, *self, out),
+            Format::Json => {
+                let mut order: Vec<&Entry> = entries.iter().collect();
+                self.sort_entries(&mut order);
+                json(url_path, &order, truncated, max_bytes, out)
+            }
         }
     }
 }
@@ -608,7 +936,7 @@ mod tests {
             e("javascript:alert(1)", false, 1, 0),
         ];
         let mut out = Vec::new();
-        html("/docs/<x>/", &entries, false, usize::MAX, &mut out);
+        html("/docs/<x>/", &entries, false, usize::MAX, View::DEFAULT, &mut out);
         let page = String::from_utf8(out).unwrap();
         assert!(page.contains("<title>Index of /docs/&lt;x&gt;/</title>"));
         assert!(page.contains("<a href=\"../\">../</a>"));
@@ -620,16 +948,16 @@ mod tests {
         assert!(page.contains("<a href=\"h%C3%A9llo%20w%C3%B6rld.txt\">héllo wörld.txt</a>"));
         assert!(page.contains("<a href=\"javascript%3Aalert%281%29\">"));
         assert!(!page.contains("<script>"));
-        assert!(page.contains("<td class=\"s\" title=\"12\">12 B</td><td>2023-11-14 22:13</td>"));
-        assert!(page.contains("title=\"2048\">2.0 KiB</td><td>1971-01-01 00:00</td>"));
-        assert!(page.contains("title=\"5242880\">5.0 MiB</td>"));
-        assert!(page.contains("d&amp;&lt;i&gt;r/</a></td><td class=\"s\">-</td><td>1970-01-01 00:00</td>"));
+        assert!(page.contains("<td class=\"s\" title=\"12 bytes\">12 B</td><td class=\"d\">2023-11-14 22:13</td>"));
+        assert!(page.contains("title=\"2048 bytes\">2.0 KiB</td><td class=\"d\">1971-01-01 00:00</td>"));
+        assert!(page.contains("title=\"5242880 bytes\">5.0 MiB</td>"));
+        assert!(page.contains("d&amp;&lt;i&gt;r/</a></td><td class=\"s\">-</td><td class=\"d\">1970-01-01 00:00</td>"));
         assert!(!page.contains("more entries"));
         // Directories come first in the table as given.
         assert!(page.find("d&amp;").unwrap() < page.find("&lt;script").unwrap());
 
         let mut out = Vec::new();
-        html("/", &[], true, usize::MAX, &mut out);
+        html("/", &[], true, usize::MAX, View::DEFAULT, &mut out);
         let page = String::from_utf8(out).unwrap();
         assert!(!page.contains("../"));
         assert!(page.contains("only 0 are shown"));
@@ -639,10 +967,10 @@ mod tests {
     fn renderings_are_cut_at_max_bytes() {
         let entries: Vec<Entry> = (0..200).map(|i| e(&format!("file-{i:03}.txt"), false, i, 0)).collect();
         let mut full = Vec::new();
-        html("/d/", &entries, false, usize::MAX, &mut full);
-        for limit in [1000, 2000, 5000, full.len() - 1] {
+        html("/d/", &entries, false, usize::MAX, View::DEFAULT, &mut full);
+        for limit in [4096, 5000, 8000, full.len() - 1] {
             let mut out = b"prefix".to_vec();
-            html("/d/", &entries, false, limit, &mut out);
+            html("/d/", &entries, false, limit, View::DEFAULT, &mut out);
             let page = String::from_utf8(out[6..].to_vec()).unwrap();
             assert!(page.len() <= limit, "{} > {limit}", page.len());
             let rows = page.matches("<tr><td><a href=\"file-").count();
@@ -651,7 +979,7 @@ mod tests {
             assert!(page.ends_with(" are shown.</p>\n</body></html>\n"), "{page}");
         }
         let mut out = Vec::new();
-        html("/d/", &entries, false, full.len(), &mut out);
+        html("/d/", &entries, false, full.len(), View::DEFAULT, &mut out);
         assert_eq!(out, full, "a limit the page fits in changes nothing");
 
         let mut full = Vec::new();
@@ -693,11 +1021,164 @@ mod tests {
         let other = fs::metadata(tmp.path().parent().unwrap()).unwrap();
         assert_ne!(v.hash, version(&other, &a, false, &o).hash, "another directory");
         let mut k = String::new();
-        View { format: Format::Html }.key(&mut k);
-        View { format: Format::Json }.key(&mut k);
-        assert_eq!(k, "hj");
+        View::DEFAULT.key(&mut k);
+        View { format: Format::Json, ..View::DEFAULT }.key(&mut k);
+        assert_eq!(k, "htnajtna");
         assert_eq!(View::from_request(b"format=json", None).content_type(), JSON_TYPE);
         assert_eq!(View::from_request(b"", Some(b"*/*")).content_type(), HTML_TYPE);
+    }
+
+    #[test]
+    fn views_from_queries() {
+        let v = |q: &str| View::from_request(q.as_bytes(), None);
+        assert_eq!(v(""), View::DEFAULT);
+        let g = v("view=gallery&sort=size&order=desc");
+        assert_eq!((g.format, g.layout, g.sort, g.descending), (Format::Html, Layout::Gallery, Sort::Size, true));
+        assert_eq!(v("sort=date;order=desc"), View { sort: Sort::Date, descending: true, ..View::DEFAULT });
+        // Unknown keys and values, odd bytes: the default, never an error.
+        for q in
+            ["view=grid", "sort=SIZE", "order=up", "sort", "=", "&&;;", "view=gallery%00", "sort=size\u{0}", "C=N;O=D"]
+        {
+            assert_eq!(v(q), View::DEFAULT, "{q:?}");
+        }
+        // The first valid value of a key wins.
+        assert_eq!(v("sort=size&sort=date").sort, Sort::Size);
+        assert_eq!(v("sort=bogus&sort=date").sort, Sort::Date);
+        // JSON has no layout, but has an order.
+        let j = v("format=json&view=gallery&sort=date");
+        assert_eq!((j.format, j.layout, j.sort), (Format::Json, Layout::Table, Sort::Date));
+        // Keys are distinct for distinct views.
+        let mut keys = std::collections::HashSet::new();
+        for format in [Format::Html, Format::Json] {
+            for layout in [Layout::Table, Layout::Gallery] {
+                for sort in [Sort::Name, Sort::Size, Sort::Date] {
+                    for descending in [false, true] {
+                        let mut k = String::new();
+                        View { format, layout, sort, descending }.key(&mut k);
+                        assert!(k.bytes().all(|b| b.is_ascii_lowercase()));
+                        keys.insert(k);
+                    }
+                }
+            }
+        }
+        assert_eq!(keys.len(), 24);
+    }
+
+    /// The names of a rendered table or gallery, in page order.
+    fn names_in(page: &str, marker: &str) -> Vec<String> {
+        page.split(marker).skip(1).map(|s| s[..s.find('<').unwrap()].trim_end_matches('/').to_string()).collect()
+    }
+
+    #[test]
+    fn sorted_every_way() {
+        let entries = [
+            e("b.txt", false, 10, 300),
+            e("a.txt", false, 30, 100),
+            e("c.txt", false, 20, 200),
+            e("zdir", true, 0, 50),
+            e("adir", true, 0, 400),
+        ];
+        let cases = [
+            (Sort::Name, false, ["adir", "zdir", "a.txt", "b.txt", "c.txt"]),
+            (Sort::Name, true, ["zdir", "adir", "c.txt", "b.txt", "a.txt"]),
+            (Sort::Size, false, ["adir", "zdir", "b.txt", "c.txt", "a.txt"]),
+            (Sort::Size, true, ["zdir", "adir", "a.txt", "c.txt", "b.txt"]),
+            (Sort::Date, false, ["zdir", "adir", "a.txt", "c.txt", "b.txt"]),
+            (Sort::Date, true, ["adir", "zdir", "b.txt", "c.txt", "a.txt"]),
+        ];
+        for (sort, descending, want) in cases {
+            for layout in [Layout::Table, Layout::Gallery] {
+                let view = View { format: Format::Html, layout, sort, descending };
+                let mut out = Vec::new();
+                view.render("/d/", &entries, false, usize::MAX, &mut out);
+                let page = String::from_utf8(out).unwrap();
+                let marker = if layout == Layout::Table { "<tr><td><a href=\"" } else { "<span class=\"n\">" };
+                let names: Vec<String> = names_in(&page, marker)
+                    .into_iter()
+                    .map(|n| n.split('"').next().unwrap().trim_end_matches('/').to_string())
+                    .filter(|n| n != "..")
+                    .collect();
+                assert_eq!(names, want, "{view:?}");
+            }
+            let mut out = Vec::new();
+            View { format: Format::Json, layout: Layout::Table, sort, descending }.render(
+                "/d/",
+                &entries,
+                false,
+                usize::MAX,
+                &mut out,
+            );
+            let text = String::from_utf8(out).unwrap();
+            let got: Vec<&str> = text.split("\"name\":\"").skip(1).map(|s| &s[..s.find('"').unwrap()]).collect();
+            assert_eq!(got, want, "JSON {sort:?} {descending}");
+        }
+    }
+
+    #[test]
+    fn headings_breadcrumbs_and_view_links() {
+        let entries = [e("a.txt", false, 1, 1)];
+        let render = |view: View, path: &str| {
+            let mut out = Vec::new();
+            html(path, &entries, false, usize::MAX, view, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let page = render(View::DEFAULT, "/a b/<c>/");
+        assert!(
+            page.contains("<h1>Index of <a href=\"../../\">/</a><a href=\"../\">a b</a>/&lt;c&gt;/</h1>"),
+            "{page}"
+        );
+        // Sorted by name ascending: its heading flips the order; the others start ascending.
+        assert!(page.contains("<a href=\"?order=desc\">Name \u{2191}</a>"), "{page}");
+        assert!(page.contains("<a href=\"?sort=size\">Size</a>"));
+        assert!(page.contains("<a href=\"?sort=date\">Modified (UTC)</a>"));
+        assert!(page.contains("<strong>Table</strong> \u{b7} <a href=\"?view=gallery\">Gallery</a>"));
+        assert!(page.contains("prefers-color-scheme:dark"));
+        assert!(!page.contains("<script"));
+        let g = View { layout: Layout::Gallery, sort: Sort::Size, descending: true, ..View::DEFAULT };
+        let page = render(g, "/");
+        assert!(page.contains("<h1>Index of /</h1>"));
+        assert!(
+            page.contains("<a href=\"?sort=size&amp;order=desc\">Table</a> \u{b7} <strong>Gallery</strong>"),
+            "{page}"
+        );
+        assert!(page.contains("<a href=\"?view=gallery&amp;sort=size\">size \u{2193}</a>"), "{page}");
+        assert!(page.contains("<a href=\"?view=gallery\">name</a>"), "{page}");
+        assert!(!page.contains("href=\"../\""), "no parent at the root");
+    }
+
+    #[test]
+    fn gallery_tiles_and_escaping() {
+        let entries = [
+            e("sub", true, 0, 0),
+            e("a\"b'<c>&d.JPG", false, 1, 0),
+            e("100% x.png", false, 1, 0),
+            e("clip.webm", false, 1, 0),
+            e("notes.txt", false, 1, 0),
+            e("README", false, 1, 0),
+            e("javascript:alert(1).svg", false, 1, 0),
+        ];
+        let mut out = Vec::new();
+        html("/p/", &entries, false, usize::MAX, View { layout: Layout::Gallery, ..View::DEFAULT }, &mut out);
+        let page = String::from_utf8(out).unwrap();
+        assert_eq!(page.matches("<img ").count(), 3, "{page}");
+        assert_eq!(page.matches("<img loading=\"lazy\" decoding=\"async\" alt=\"\" src=\"").count(), 3);
+        assert!(
+            page.contains("src=\"a%22b%27%3Cc%3E%26d.JPG\"><span class=\"n\">a&quot;b&#39;&lt;c&gt;&amp;d.JPG</span>"),
+            "{page}"
+        );
+        assert!(page.contains("title=\"a&quot;b&#39;&lt;c&gt;&amp;d.JPG, 1 B\""));
+        assert!(page.contains("src=\"100%25%20x.png\""));
+        assert!(page.contains("src=\"javascript%3Aalert%281%29.svg\""));
+        assert!(page.contains("<span class=\"t\">\u{25b6} video</span><span class=\"n\">clip.webm</span>"));
+        assert!(page.contains("<span class=\"t\">txt</span><span class=\"n\">notes.txt</span>"));
+        assert!(page.contains("<span class=\"t\">file</span><span class=\"n\">README</span>"));
+        assert!(page.contains(
+            "<a href=\"sub/\" title=\"sub\"><span class=\"t\">\u{1f4c1}</span><span class=\"n\">sub/</span>"
+        ));
+        assert!(page.contains("<a href=\"../\"><span class=\"t\">..</span>"));
+        assert!(!page.contains("<c>") && !page.contains("<script"));
+        assert_eq!(tile_kind("x.AVIF"), Tile::Image);
+        assert_eq!(tile_kind("jpg"), Tile::Other);
     }
 
     #[test]
@@ -870,7 +1351,7 @@ mod tests {
              {\"name\":\"f\",\"type\":\"file\",\"size\":2,\"mtime\":3}]}\n"
         );
         let mut out = Vec::new();
-        json("/", &[], true, usize::MAX, &mut out);
+        json::<Entry>("/", &[], true, usize::MAX, &mut out);
         assert_eq!(out, b"{\"path\":\"/\",\"truncated\":true,\"entries\":[]}\n");
 
         let tricky = [
