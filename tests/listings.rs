@@ -2,6 +2,9 @@
 //! directory's version and the same preconditions as files; error pages, which have no
 //! version, ignore preconditions; a flood of listing requests of a 10,000-entry directory
 //! neither stalls other clients nor grows the server's memory per connection.
+//! Issue 19: every sort, order and view (table, gallery) over raw HTTP, each its own
+//! representation with its own validator; unknown query values are the default; names that
+//! need escaping stay escaped, and one that is not UTF-8 is not listed.
 //!
 //! Timing and memory bounds here are generous on purpose (the machine is shared); the real
 //! figures come from `benches/listing_flood.py`. Every socket has a timeout and every loop is

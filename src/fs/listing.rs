@@ -425,7 +425,8 @@ fn gallery_tile(e: &Entry, out: &mut Vec<u8>) {
             out.extend_from_slice(b"\">");
         }
         Tile::Video => out.extend_from_slice("<span class=\"t\">\u{25b6} video</span>".as_bytes()),
-        Tile::Other if e.is_dir => out.extend_from_slice("<span class=\"t\">\u{1f4c1}</span>".as_bytes()),
+        // Words, not emoji: a system without an emoji font would show a box.
+        Tile::Other if e.is_dir => out.extend_from_slice(b"<span class=\"t\">folder</span>"),
         Tile::Other => {
             out.extend_from_slice(b"<span class=\"t\">");
             match e.name.rsplit_once('.') {
@@ -1172,9 +1173,8 @@ mod tests {
         assert!(page.contains("<span class=\"t\">\u{25b6} video</span><span class=\"n\">clip.webm</span>"));
         assert!(page.contains("<span class=\"t\">txt</span><span class=\"n\">notes.txt</span>"));
         assert!(page.contains("<span class=\"t\">file</span><span class=\"n\">README</span>"));
-        assert!(page.contains(
-            "<a href=\"sub/\" title=\"sub\"><span class=\"t\">\u{1f4c1}</span><span class=\"n\">sub/</span>"
-        ));
+        assert!(page
+            .contains("<a href=\"sub/\" title=\"sub\"><span class=\"t\">folder</span><span class=\"n\">sub/</span>"));
         assert!(page.contains("<a href=\"../\"><span class=\"t\">..</span>"));
         assert!(!page.contains("<c>") && !page.contains("<script"));
         assert_eq!(tile_kind("x.AVIF"), Tile::Image);
