@@ -204,3 +204,37 @@ fn one_switch_turns_it_off() {
     let r = get(&srv, "/photo.jpg", Some(CHROME));
     check(&r, JPG, "image/jpeg", false).unwrap();
 }
+
+/// Hits plus misses of the file cache, from the status page: the lookups made so far.
+fn cache_lookups(srv: &Server) -> u64 {
+    let text = get(srv, "/server-status", None).body_text();
+    let line = text.lines().find(|l| l.starts_with("cache: ")).unwrap_or_else(|| panic!("{text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words[2].parse::<u64>().unwrap() + words[4].parse::<u64>().unwrap()
+}
+
+#[test]
+fn an_image_without_variants_costs_no_sibling_lookups() {
+    let srv = server("[cache]\nrevalidate = \"1h\"\n[status]\nenabled = true\npath = \"/server-status\"");
+    for path in ["/plain.gif", "/photo.jpg"] {
+        get(&srv, path, Some(CHROME));
+    }
+    let before = cache_lookups(&srv);
+    for _ in 0..5 {
+        check(&get(&srv, "/plain.gif", Some(CHROME)), b"GIF89a no siblings", "image/gif", false).unwrap();
+    }
+    assert_eq!(cache_lookups(&srv) - before, 5, "one lookup per request: the file's, no sibling's");
+    let before = cache_lookups(&srv);
+    check(&get(&srv, "/photo.jpg", Some(CHROME)), AVIF, "image/avif", true).unwrap();
+    assert_eq!(cache_lookups(&srv) - before, 3, "a file with variants: itself and its two siblings");
+}
+
+#[test]
+fn a_variant_added_later_is_served_after_revalidate() {
+    let srv = server("[cache]\nrevalidate = \"200ms\"\nnegative = \"200ms\"");
+    check(&get(&srv, "/plain.gif", Some(CHROME)), b"GIF89a no siblings", "image/gif", false).unwrap();
+    fs::write(srv.root().join("plain.gif.webp"), WEBP).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    check(&get(&srv, "/plain.gif", Some(CHROME)), WEBP, "image/webp", true).unwrap();
+    check(&get(&srv, "/plain.gif", Some("*/*")), b"GIF89a no siblings", "image/gif", true).unwrap();
+}

@@ -405,7 +405,9 @@ impl Exchange {
     /// names ([`media::acceptable_images`]) whose sibling exists, is at least as new, and
     /// passes every [`Conn::policy`] the file itself does. Returns it and, for `Vary: Accept`
     /// on every response for the file, whether any such sibling exists. The lookups go through
-    /// the file cache, whose entries (and cached misses) answer them without a system call.
+    /// the file cache, whose entries (and cached misses) answer them without a system call;
+    /// a file found to have none is not looked at again for `[cache] revalidate`
+    /// (`FileEntry::no_variants_until`), the time the cache takes to notice any change.
     fn pick_image(
         &mut self,
         cx: &mut Ctx,
@@ -413,6 +415,10 @@ impl Exchange {
         entry: &Rc<FileEntry>,
         site: &Site,
     ) -> Result<(Option<Variant>, Vary), Refusal> {
+        let now = cx.clock.now;
+        if entry.no_variants_until.get().is_some_and(|until| now < until) {
+            return Ok((None, Vary::No));
+        }
         let wanted = media::acceptable_images(req.accept.as_deref(), &entry.content_type);
         let mut any = false;
         let mut chosen: Option<(Rc<FileEntry>, usize)> = None;
@@ -443,6 +449,9 @@ impl Exchange {
             }
         }
         cx.sibling = sibling_path;
+        if !any {
+            entry.no_variants_until.set(Some(now + cx.cfg.cache_revalidate));
+        }
         Ok((chosen.map(|(s, _)| (s, None)), if any { Vary::Accept } else { Vary::No }))
     }
 

@@ -26,6 +26,7 @@
 //! Mapped bytes are never read by this process: they are only handed to the kernel as
 //! `sendmsg` buffers. See [`Body::Mapped`] for why that matters.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
@@ -99,6 +100,11 @@ pub struct FileEntry {
     /// `ETag` and `Last-Modified` fields with their CRLFs.
     pub validator_fields: Box<[u8]>,
     pub body: Body,
+    /// Until when this file is known to have no image variant (`conn::serve` looked for
+    /// `x.jpg.avif` and `x.jpg.webp` and found none it could send): until then a request
+    /// for it costs no sibling lookup, so an image without variants is served at the cost it
+    /// had before negotiation existed. A rebuilt entry starts unknown.
+    pub no_variants_until: Cell<Option<Instant>>,
 }
 
 impl FileEntry {
@@ -496,6 +502,7 @@ impl FileCache {
             // Access to a listing is checked on its directory before it is looked up here.
             real_path: RealPath::Same,
             body: Body::Memory(body),
+            no_variants_until: Cell::new(None),
         });
         self.insert(key, Value::Listing { entry: entry.clone(), version }, size, now);
         Ok(entry)
@@ -561,6 +568,7 @@ impl FileCache {
             mode: meta.mode(),
             real_path,
             body,
+            no_variants_until: Cell::new(None),
         })
     }
 
