@@ -345,7 +345,7 @@ impl Exchange {
     /// is at least as new, and passes every [`Exchange::policy`] the file itself does (a private
     /// `page.html.gz` beside a public `page.html` is not sent). Returns it and whether any
     /// sibling exists that some client could get (for `Vary`). JPEG, PNG and GIF files get
-    /// [`Conn::pick_image`] instead.
+    /// [`Exchange::pick_image`] instead.
     fn pick_variant(
         &mut self,
         cx: &mut Ctx,
@@ -403,7 +403,7 @@ impl Exchange {
     /// Finds the image variant to send instead of `entry` (a JPEG, PNG or GIF), if any:
     /// `photo.jpg.avif` or `photo.jpg.webp`, the first of the formats the client's `Accept`
     /// names ([`media::acceptable_images`]) whose sibling exists, is at least as new, and
-    /// passes every [`Conn::policy`] the file itself does. Returns it and, for `Vary: Accept`
+    /// passes every [`Exchange::policy`] the file itself does. Returns it and, for `Vary: Accept`
     /// on every response for the file, whether any such sibling exists. The lookups go through
     /// the file cache, whose entries (and cached misses) answer them without a system call;
     /// a file found to have none is not looked at again for `[cache] revalidate`
