@@ -421,6 +421,9 @@ impl Exchange {
         }
         let wanted = media::acceptable_images(req.accept.as_deref(), &entry.content_type);
         let mut any = false;
+        // A sibling file was found, whether or not this request may have it (authentication
+        // differs by request: only a file with no fresh sibling at all is remembered as such).
+        let mut seen = false;
         let mut chosen: Option<(Rc<FileEntry>, usize)> = None;
         let mut sibling_path = std::mem::take(&mut cx.sibling);
         for format in [ImageFormat::Avif, ImageFormat::Webp] {
@@ -431,6 +434,7 @@ impl Exchange {
             if (sib.mtime, sib.mtime_nsec) < (entry.mtime, entry.mtime_nsec) {
                 continue;
             }
+            seen = true;
             // As in `pick_variant`: a sibling in the very same directory shares its `.htpasswd`.
             let same_dir = sib.real_path == RealPath::Same && entry.real_path == RealPath::Same;
             match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site, !same_dir) {
@@ -449,7 +453,7 @@ impl Exchange {
             }
         }
         cx.sibling = sibling_path;
-        if !any {
+        if !seen {
             entry.no_variants_until.set(Some(now + cx.cfg.cache_revalidate));
         }
         Ok((chosen.map(|(s, _)| (s, None)), if any { Vary::Accept } else { Vary::No }))

@@ -101,7 +101,7 @@ pub struct FileEntry {
     pub validator_fields: Box<[u8]>,
     pub body: Body,
     /// Until when this file is known to have no image variant (`conn::serve` looked for
-    /// `x.jpg.avif` and `x.jpg.webp` and found none it could send): until then a request
+    /// `x.jpg.avif` and `x.jpg.webp` and found neither, or only older ones): until then a request
     /// for it costs no sibling lookup, so an image without variants is served at the cost it
     /// had before negotiation existed. A rebuilt entry starts unknown.
     pub no_variants_until: Cell<Option<Instant>>,
