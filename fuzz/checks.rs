@@ -11,6 +11,7 @@ use ferrohttpd::fs::resolve::{self, ResolveError};
 use ferrohttpd::http::conditional::{self, Conditions, Outcome, Validators};
 use ferrohttpd::http::range::{self, RangeSpec, MERGE_GAP};
 use ferrohttpd::http::request::{self, ChunkedSkipper, Framing, Limits, Method, MAX_CHUNK_LINE, MAX_TRAILERS};
+use ferrohttpd::proxy;
 use std::path::{Component, Path};
 
 /// The limits the request-head checks use: the defaults, and small ones that every input
@@ -644,6 +645,55 @@ pub fn check_conditional(data: &[u8]) -> Result<(), String> {
         };
         if twice != absent {
             return fail("a date sent twice is not ignored", twice);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// PROXY protocol headers (`proxy::parse`)
+// ---------------------------------------------------------------------------------------------
+
+/// The `proxy` target: the whole input is what a connection received first. A complete
+/// header is no longer than the input and the bound, parses the same without what follows
+/// it, its source is of the family its version-1 keyword names, and every strict prefix of it
+/// asks for more (the server parses as bytes arrive); an input asking for more is shorter than
+/// the bound, and so is every prefix of it; a refusal stays a refusal however the input goes on.
+pub fn check_proxy(data: &[u8]) -> Result<(), String> {
+    let fail = |what: &str| Err(format!("proxy::parse(\"{}\"): {what}", show(data)));
+    let prefixes_wait = |upto: usize| (0..upto).all(|n| proxy::parse(&data[..n]) == Ok(proxy::Parsed::Incomplete));
+    match proxy::parse(data) {
+        Ok(proxy::Parsed::Done(h)) => {
+            if h.len > data.len() || h.len > proxy::V2_MAX || h.len == 0 {
+                return fail(&format!("header length {} past the input or the bound", h.len));
+            }
+            if proxy::parse(&data[..h.len]) != Ok(proxy::Parsed::Done(h)) {
+                return fail("the header alone parses differently");
+            }
+            let family_ok = match (data.get(..10), h.source) {
+                (Some(b"PROXY TCP4"), Some(s)) => s.is_ipv4(),
+                (Some(b"PROXY TCP6"), Some(s)) => s.is_ipv6(),
+                (Some(b"PROXY TCP4" | b"PROXY TCP6"), None) => false,
+                _ => true,
+            };
+            if !family_ok {
+                return fail(&format!("source {:?} does not match the keyword", h.source));
+            }
+            if !prefixes_wait(h.len) {
+                return fail("a strict prefix of a complete header is not incomplete");
+            }
+        }
+        Ok(proxy::Parsed::Incomplete) => {
+            if data.len() >= proxy::V2_MAX || !prefixes_wait(data.len()) {
+                return fail("incomplete at or past the bound, or a prefix of it was refused");
+            }
+        }
+        Err(_) => {
+            let mut longer = data.to_vec();
+            longer.extend_from_slice(b"\r\n\r\n");
+            if proxy::parse(&longer).is_ok() && proxy::parse(data).is_err() {
+                return fail("a refused input became acceptable with more bytes");
+            }
         }
     }
     Ok(())

@@ -24,6 +24,7 @@ pub mod glob;
 pub mod h2;
 pub mod http;
 pub mod log;
+pub mod proxy;
 pub mod route;
 pub mod server;
 pub mod status;

@@ -145,6 +145,21 @@ impl Ctx {
         status::render(&snap, format, out);
     }
 
+    /// Counts a new connection from `ip` against `max_connections_per_ip` (at accept, or
+    /// when a PROXY protocol header has named the client).
+    pub fn admit_ip(&mut self, ip: IpAddr) -> bool {
+        let limit = self.cfg.max_connections_per_ip;
+        if limit == 0 {
+            return true;
+        }
+        let n = self.per_ip.entry(ip).or_insert(0);
+        if *n >= limit {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
     /// Writes a line to the error log.
     pub fn error(&mut self, msg: std::fmt::Arguments<'_>) {
         self.errors.log(self.clock.log_date(), msg);
@@ -191,6 +206,8 @@ pub struct Server {
     /// Open connections that had received nothing when accepted, by client address (some
     /// entries are stale: the connection since got bytes, or closed; checked when used).
     empty_open: HashMap<SocketAddr, usize>,
+    /// Which listeners expect a PROXY protocol header (`[server] proxy_protocol`), by index.
+    proxy_listeners: Vec<bool>,
     /// Listeners from this index on speak TLS (`[tls] listen`, bound after the plain ones).
     #[cfg(feature = "tls")]
     tls_from: usize,
@@ -349,6 +366,19 @@ fn bind_std(cfg: &Config, addrs: &[SocketAddr]) -> Result<Vec<StdListener>, Star
         .collect()
 }
 
+/// Which of the bound listeners expect a PROXY protocol header: those whose address is in
+/// `[server] proxy_protocol` (by the address actually bound, so socket-activated listeners
+/// are matched too). An entry that names no listener is a start error, not a silent no-op.
+fn proxy_listeners(cfg: &Config, bound: &[TcpListener]) -> Result<Vec<bool>, StartError> {
+    let addrs: Vec<Option<SocketAddr>> = bound.iter().map(|l| l.local_addr().ok()).collect();
+    if let Some(a) = cfg.proxy_protocol.iter().find(|a| !addrs.contains(&Some(**a))) {
+        return Err(StartError(format!(
+            "server.proxy_protocol: {a} is not an address the server listens on (listen or tls.listen)"
+        )));
+    }
+    Ok(addrs.iter().map(|a| a.is_some_and(|a| cfg.proxy_protocol.contains(&a))).collect())
+}
+
 fn cache_config(cfg: &Config) -> CacheConfig {
     CacheConfig {
         max_bytes: cfg.cache_max_bytes,
@@ -396,6 +426,7 @@ impl Server {
         #[cfg(feature = "tls")]
         let https_port = bound.get(tls_from).and_then(|l| l.local_addr().ok()).map_or(443, |a| a.port());
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
+        let proxy_listeners = proxy_listeners(&cfg, &bound)?;
         let mut listeners = Vec::new();
         for (i, mut l) in bound.into_iter().enumerate() {
             poll.registry()
@@ -487,6 +518,7 @@ impl Server {
             reloader: None,
             ghosts: HashMap::new(),
             empty_open: HashMap::new(),
+            proxy_listeners,
             #[cfg(feature = "tls")]
             tls_from,
             #[cfg(feature = "tls")]
@@ -608,7 +640,9 @@ impl Server {
             match listener.accept() {
                 Ok((sock, addr)) => {
                     let ip = addr.ip().to_canonical();
-                    if self.conns.len() >= self.cx.cfg.max_connections || !self.admit_ip(ip) {
+                    // Behind a PROXY header the client is not known yet: it is counted then.
+                    let proxied = self.proxy_listeners.get(i).copied().unwrap_or(false);
+                    if self.conns.len() >= self.cx.cfg.max_connections || (!proxied && !self.cx.admit_ip(ip)) {
                         // Full: close at once so the queue drains and the client knows.
                         self.cx.counters.refused += 1;
                         drop(sock);
@@ -627,6 +661,7 @@ impl Server {
                         },
                         _ => conn,
                     };
+                    let conn = if proxied { conn.expect_proxy_header(&self.cx) } else { conn };
                     let entry = self.conns.vacant_entry();
                     let key = entry.key();
                     entry.insert(conn);
@@ -702,20 +737,6 @@ impl Server {
         }
     }
 
-    /// Counts a new connection from `ip` against `max_connections_per_ip`.
-    fn admit_ip(&mut self, ip: IpAddr) -> bool {
-        let limit = self.cx.cfg.max_connections_per_ip;
-        if limit == 0 {
-            return true;
-        }
-        let n = self.cx.per_ip.entry(ip).or_insert(0);
-        if *n >= limit {
-            return false;
-        }
-        *n += 1;
-        true
-    }
-
     /// Rebuilds the per-IP counts from the connections open now (after a reload changed the
     /// limit: from 0 nothing was counted, and every open connection must count against the
     /// new limit, or closing it would later take a slot from a newer one).
@@ -724,8 +745,8 @@ impl Server {
         if self.cx.cfg.max_connections_per_ip == 0 {
             return;
         }
-        for (_, c) in self.conns.iter() {
-            *self.cx.per_ip.entry(c.peer).or_insert(0) += 1;
+        for ip in self.conns.iter().filter_map(|(_, c)| c.counted_ip()) {
+            *self.cx.per_ip.entry(ip).or_insert(0) += 1;
         }
     }
 
@@ -834,7 +855,9 @@ impl Server {
                 }
             }
             conn.release(&mut self.cx);
-            self.release_ip(conn.peer);
+            if let Some(ip) = conn.counted_ip() {
+                self.release_ip(ip);
+            }
             // Dropping the stream closes it, which also removes it from the epoll set.
         }
     }
@@ -857,6 +880,9 @@ impl Server {
         let cx = &self.cx;
         let expired: Vec<usize> = self.conns.iter().filter(|(_, c)| c.expired(now, cx)).map(|(k, _)| k).collect();
         for key in expired {
+            if self.conns.get(key).is_some_and(Conn::awaiting_proxy) {
+                self.cx.counters.proxy_errors += 1;
+            }
             self.close(key);
         }
     }
@@ -976,6 +1002,11 @@ impl Server {
         if new.workers != self.cx.cfg.workers {
             self.cx.error(format_args!("the number of workers cannot change without a restart"));
             new.workers = self.cx.cfg.workers;
+        }
+        if new.proxy_protocol != self.cx.cfg.proxy_protocol {
+            self.cx
+                .error(format_args!("server.proxy_protocol cannot change without a restart; keeping the current one"));
+            new.proxy_protocol = self.cx.cfg.proxy_protocol.clone();
         }
         if new.tls.listen != self.cx.cfg.tls.listen {
             self.cx.error(format_args!("tls.listen cannot change without a restart; keeping the current addresses"));

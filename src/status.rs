@@ -10,6 +10,8 @@ pub struct Counters {
     pub accepted: u64,
     /// Connections closed at accept because of `max_connections` or the per-IP limit.
     pub refused: u64,
+    /// Connections of a PROXY protocol listener closed for a bad, truncated or late header.
+    pub proxy_errors: u64,
     pub requests: u64,
     /// Body bytes sent.
     pub bytes: u64,
@@ -181,6 +183,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             );
             let _ = writeln!(t, "connections_accepted: {}", c.accepted);
             let _ = writeln!(t, "connections_refused: {}", c.refused);
+            let _ = writeln!(t, "proxy_header_errors: {}", c.proxy_errors);
             let _ = writeln!(t, "requests: {}", c.requests);
             let _ = writeln!(t, "requests_http2: {}", c.http2_requests);
             let _ = writeln!(t, "bytes_sent: {}", c.bytes);
@@ -208,7 +211,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             let _ = write!(
                 t,
                 "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\
-                 \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{}}},\
+                 \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{},\"proxy_header_errors\":{}}},\
                  \"requests\":{},\"requests_http2\":{},\"bytes_sent\":{},\"responses\":{{",
                 s.version,
                 s.pid,
@@ -219,6 +222,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 s.conns.closing,
                 c.accepted,
                 c.refused,
+                c.proxy_errors,
                 c.requests,
                 c.http2_requests,
                 c.bytes
@@ -272,6 +276,12 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             );
             metric("connections_accepted_total", "counter", "Connections accepted.", &[("", c.accepted)]);
             metric("connections_refused_total", "counter", "Connections refused at a limit.", &[("", c.refused)]);
+            metric(
+                "proxy_header_errors_total",
+                "counter",
+                "Connections closed for a bad, truncated or late PROXY protocol header.",
+                &[("", c.proxy_errors)],
+            );
             metric("requests_total", "counter", "Requests answered.", &[("", c.requests)]);
             metric("http2_requests_total", "counter", "Of them, over HTTP/2.", &[("", c.http2_requests)]);
             metric("sent_bytes_total", "counter", "Body bytes sent.", &[("", c.bytes)]);

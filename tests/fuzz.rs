@@ -24,9 +24,10 @@
 //!
 //! The parser and `normalize` invariants live in `fuzz/checks.rs`, shared with the
 //! coverage-guided `cargo fuzz` targets (`fuzz/README.md`), which also check the chunked body
-//! decoder, the Range parser and the precondition evaluator. The corpus those targets grew is
-//! committed (`fuzz/corpus/<target>/`) and replayed here through the same checks, as is the
-//! corpus of the HPACK decoder's target (`fuzz/checks_hpack.rs`, with the `http2` feature).
+//! decoder, the Range parser, the precondition evaluator and the PROXY protocol parser. The
+//! corpus those targets grew is committed (`fuzz/corpus/<target>/`) and replayed here through
+//! the same checks, as is the corpus of the HPACK decoder's target (`fuzz/checks_hpack.rs`,
+//! with the `http2` feature).
 
 /// The invariants, shared with the `cargo fuzz` targets in `fuzz/`.
 #[path = "../fuzz/checks.rs"]
@@ -946,12 +947,13 @@ fn every_seed_gets_a_valid_answer_or_a_close_from_a_real_server() {
 #[test]
 fn fuzz_corpus_replays_clean() {
     type Check = fn(&[u8]) -> Result<(), String>;
-    let targets: [(&str, Check); 5] = [
+    let targets: [(&str, Check); 6] = [
         ("head", checks::check_head),
         ("chunked", checks::check_chunked),
         ("range", checks::check_range),
         ("conditional", checks::check_conditional),
         ("normalize", checks::check_normalize),
+        ("proxy", checks::check_proxy),
     ];
     let mut f = Failures::new();
     for (target, check) in targets {

@@ -831,3 +831,62 @@ fn tickets_and_cached_sessions_survive_a_reload() {
         assert!(reused, "{name}: not resumed after the reload:\n{text}");
     }
 }
+
+/// A one-connection PROXY protocol relay in front of `to`, as a load balancer would be: it
+/// accepts a client, opens a connection to `to`, sends `header` and then copies bytes both
+/// ways. Returns the relay's address.
+fn proxy_relay(to: SocketAddr, header: Vec<u8>) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        let Ok((client, _)) = l.accept() else { return };
+        let mut up = connect(to);
+        up.write_all(&header).unwrap();
+        let (mut c2, mut u2) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+        let t = thread::spawn(move || {
+            let _ = std::io::copy(&mut c2, &mut u2);
+            let _ = u2.shutdown(std::net::Shutdown::Write);
+        });
+        let (mut c, mut u) = (client, up);
+        let _ = std::io::copy(&mut u, &mut c);
+        let _ = c.shutdown(std::net::Shutdown::Write);
+        let _ = t.join();
+    });
+    addr
+}
+
+#[test]
+fn the_proxy_header_comes_before_the_tls_handshake() {
+    let port = free_port();
+    let srv = Server::builder()
+        .setup(|dir, _| make_cert(dir, "localhost", &["localhost"]))
+        .raw_config(&format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\nproxy_protocol = [\"127.0.0.1:{port}\"]\n\
+             [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n\
+             [tls]\nlisten = [\"127.0.0.1:{port}\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n"
+        ))
+        .start();
+    assert_eq!(srv.tls_addr().port(), port);
+    let cacert = srv.dir().join("localhost.crt");
+    let src: SocketAddr = "[2001:db8::77]:5555".parse().unwrap();
+    for header in [
+        ferrohttpd::proxy::v2(Some(src), "[2001:db8::1]:443".parse().unwrap(), &[]),
+        ferrohttpd::proxy::v1(Some("192.0.2.77:5555".parse().unwrap()), "192.0.2.1:443".parse().unwrap()),
+    ] {
+        let relay = proxy_relay(srv.tls_addr(), header);
+        let resolve = format!("localhost:{}:127.0.0.1", relay.port());
+        let url = format!("https://localhost:{}/file.txt", relay.port());
+        let o = curl(&["--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url]);
+        assert_eq!(o.code, Some(0), "{o:?}");
+        assert_eq!(o.stdout_text(), "hello, world\n");
+    }
+    let clients: Vec<String> =
+        srv.wait_access_log(2).iter().map(|l| l.split(' ').next().unwrap_or("").to_string()).collect();
+    assert_eq!(clients, ["2001:db8::77", "192.0.2.77"]);
+    // Without the header, the TLS listener closes at the ClientHello.
+    let url = format!("https://localhost:{port}/file.txt");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let o = curl(&["--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url]);
+    assert_ne!(o.code, Some(0), "{o:?}");
+    assert_eq!(srv.wait_access_log(2).len(), 2);
+}

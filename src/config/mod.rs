@@ -185,6 +185,9 @@ pub struct Config {
     /// Proxies whose `Forwarded`/`X-Forwarded-For` give the client address for the access
     /// log and the status page's ACL (`http::forwarded`).
     pub trusted_proxies: Vec<crate::status::Net>,
+    /// Listen addresses (of `listen` or `[tls] listen`) whose connections start with a PROXY
+    /// protocol header (`crate::proxy`), which then gives the client address.
+    pub proxy_protocol: Vec<SocketAddr>,
     pub backlog: u32,
     /// TCP_DEFER_ACCEPT on the sockets ferrohttpd binds: see [`Config::defer_accept_secs`].
     pub defer_accept: bool,
@@ -275,6 +278,7 @@ impl Default for Config {
             max_connections: 10_000,
             max_connections_per_ip: 0,
             trusted_proxies: Vec::new(),
+            proxy_protocol: Vec::new(),
             backlog: 1024,
             defer_accept: true,
             pid_file: None,

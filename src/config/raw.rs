@@ -104,6 +104,7 @@ struct RawServer {
     max_connections: S<i64>,
     max_connections_per_ip: S<i64>,
     trusted_proxies: S<Vec<String>>,
+    proxy_protocol: S<Vec<String>>,
     backlog: S<i64>,
     defer_accept: S<bool>,
     pid_file: S<String>,
@@ -522,6 +523,23 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 }
             }
             cfg.trusted_proxies = nets;
+        }
+        if let Some(v) = s.proxy_protocol {
+            let mut all = Vec::new();
+            for a in v.get_ref() {
+                match parse_listen(a) {
+                    Ok(addrs) if addrs.iter().any(|a| a.port() == 0) => {
+                        return cx.err(
+                            "server.proxy_protocol",
+                            v.span(),
+                            format_args!("\"{a}\" needs the port its listener is bound to, not 0"),
+                        )
+                    }
+                    Ok(mut addrs) => all.append(&mut addrs),
+                    Err(e) => return cx.err("server.proxy_protocol", v.span(), e),
+                }
+            }
+            cfg.proxy_protocol = all;
         }
         if let Some(v) = s.pid_file {
             cfg.pid_file = if v.get_ref().is_empty() { None } else { Some(base.join(v.get_ref())) };
@@ -1127,6 +1145,7 @@ mod tests {
         assert_eq!(c.log_format, d.log_format);
         assert_eq!(c.error_log, d.error_log);
         assert_eq!(c.trusted_proxies, d.trusted_proxies);
+        assert_eq!(c.proxy_protocol, d.proxy_protocol);
         assert_eq!(c.health_path, d.health_path);
         assert_eq!(c.health_log, d.health_log);
         assert!(!c.routing.active(), "the shipped file turns routing on");
@@ -1198,5 +1217,17 @@ mod tests {
         assert!(err("[tls]\nsession_tickets = 1\n").contains("tls.session_tickets"));
         assert!(err("[tls]\nredirect_http = true\n").contains("tls.redirect_http: needs tls.listen"));
         assert!(err("[[vhost]]\nhost = \"a\"\nroot = \"a\"\ncert = \"a.crt\"\n").contains("vhost.key"));
+    }
+
+    #[test]
+    fn proxy_protocol_takes_listen_addresses_with_ports() {
+        let c = load("[server]\nproxy_protocol = [\"127.0.0.1:8080\", \"[::1]:8443\"]\n").unwrap();
+        assert_eq!(c.proxy_protocol, vec!["127.0.0.1:8080".parse().unwrap(), "[::1]:8443".parse().unwrap()]);
+        assert!(load("").unwrap().proxy_protocol.is_empty());
+        let err = |s: &str| load(s).err().map(|e| e.0).unwrap_or_default();
+        let e = err("[server]\nproxy_protocol = [\"127.0.0.1:0\"]\n");
+        assert!(e.starts_with("line 2: server.proxy_protocol:") && e.contains("not 0"), "{e}");
+        assert!(err("[server]\nproxy_protocol = [\"nowhere\"]\n").starts_with("line 2: server.proxy_protocol:"));
+        assert!(err("[server]\nproxy_protocol = true\n").contains("server.proxy_protocol"));
     }
 }

@@ -2,6 +2,7 @@
 //! its [`Exchange`] (the current request's answer, `exchange.rs`).
 //!
 //! ```text
+//!  (Proxy) ─header─▶
 //!   Idle ──bytes──▶ Head ──complete head──▶ Send ──done, keep-alive──▶ Idle
 //!     │               │ (bad head: error response, close)   │
 //!     └──── deadline / EOF / error: close ◀─────────────────┴──done, close──▶ (Linger) ─▶ close
@@ -10,6 +11,12 @@
 //!                   Paused
 //! ```
 //!
+//! * **Proxy**: on a listener named in `[server] proxy_protocol`, waiting for the PROXY
+//!   protocol header (`crate::proxy`, read in `proxy_io.rs`) before anything else, within
+//!   `header_timeout` of the accept. It is peeked at and consumed exactly, so what follows
+//!   (a request, or a TLS ClientHello) is read by the ordinary paths. The address it gives
+//!   becomes `peer`; a bad, truncated or late header closes the connection without a
+//!   response. Until then the connection counts against no per-IP limit.
 //! * **Idle**: waiting for the first byte of a request (keep-alive deadline). Holds no buffer.
 //! * **Head**: part of a request head has arrived (header deadline, set once for the whole head).
 //! * **Paused**: a complete request waits for its credentials to be verified off the loop
@@ -39,6 +46,7 @@ use mio::net::TcpStream;
 mod exchange;
 #[cfg(feature = "http2")]
 mod h2;
+mod proxy_io;
 mod routing;
 mod serve;
 #[cfg(feature = "tls")]
@@ -70,6 +78,7 @@ const ALLOW: &[u8] = b"GET, HEAD, OPTIONS";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
+    Proxy,
     Idle,
     Head,
     Paused,
@@ -133,6 +142,8 @@ pub struct Conn {
     pub peer: IpAddr,
     /// Unique for the life of the process (slab keys are reused after a close).
     id: u64,
+    /// Accepted on a PROXY protocol listener.
+    proxied: bool,
     phase: Phase,
     /// Read buffer (from the pool), `rbuf[rstart..rend]` unconsumed.
     rbuf: Option<Box<[u8]>>,
@@ -170,6 +181,7 @@ impl Conn {
             transport: Transport::Plain,
             peer,
             id: cx.counters.accepted,
+            proxied: false,
             phase: Phase::Idle,
             rbuf: None,
             rstart: 0,
@@ -189,6 +201,26 @@ impl Conn {
             registered: false,
             lingered: 0,
         }
+    }
+
+    /// Makes the connection wait for a PROXY protocol header first (its deadline is the
+    /// header timeout from now); its `peer` is the proxy's until the header names the client.
+    pub fn expect_proxy_header(mut self, cx: &Ctx) -> Conn {
+        self.phase = Phase::Proxy;
+        self.proxied = true;
+        self.deadline = cx.clock.now + cx.cfg.header_timeout;
+        self
+    }
+
+    /// The client address this connection counts against `max_connections_per_ip`: none
+    /// while a PROXY header is awaited (the client is not known yet).
+    pub fn counted_ip(&self) -> Option<IpAddr> {
+        (self.phase != Phase::Proxy).then_some(self.peer)
+    }
+
+    /// True while the PROXY protocol header has not arrived.
+    pub fn awaiting_proxy(&self) -> bool {
+        self.phase == Phase::Proxy
     }
 
     /// Unique for the life of the process, unlike the connection's slab key.
@@ -266,7 +298,7 @@ impl Conn {
         }
         match self.phase {
             Phase::Idle => ConnState::Idle,
-            Phase::Head | Phase::Paused => ConnState::Reading,
+            Phase::Proxy | Phase::Head | Phase::Paused => ConnState::Reading,
             Phase::Send => ConnState::Writing,
             Phase::Linger => ConnState::Closing,
         }
@@ -274,13 +306,15 @@ impl Conn {
 
     /// True for a connection that has received nothing at all (no byte, no request): still
     /// waiting for its first byte, or, with `eof`, ended by the client before sending one.
+    /// (A connection of a PROXY listener never counts as empty: it has had the header, or
+    /// is waiting for it under its own deadline.)
     pub fn received_nothing(&self, eof: bool) -> bool {
-        self.phase == Phase::Idle && self.served == 0 && self.rend == 0 && self.peer_eof == eof
+        self.phase == Phase::Idle && self.served == 0 && self.rend == 0 && self.peer_eof == eof && !self.proxied
     }
 
     /// True while nothing of a request has arrived: safe to close on shutdown.
     pub fn is_idle(&self) -> bool {
-        self.phase == Phase::Idle && self.rstart == self.rend
+        (self.phase == Phase::Idle && self.rstart == self.rend) || self.phase == Phase::Proxy
     }
 
     /// Called at shutdown: finish what is in flight, then close. True when the connection
@@ -332,6 +366,11 @@ impl Conn {
                     WriteResult::Sleep(t) => return Drive::Sleep(t),
                 },
                 Phase::Linger => return self.linger(cx),
+                Phase::Proxy => match self.read_proxy(cx) {
+                    Ok(true) => continue,
+                    Ok(false) => return Drive::Wait,
+                    Err(()) => return Drive::Close,
+                },
                 // Readiness is remembered; nothing is read until the server resumes it.
                 Phase::Paused => return Drive::Wait,
                 Phase::Idle | Phase::Head => {
