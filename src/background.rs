@@ -1,6 +1,6 @@
 //! Work the event loop must not do itself, done on one helper thread.
 //!
-//! Today that is verifying `.htpasswd` passwords (`thttpd::auth`): a bcrypt cost-12 hash
+//! Today that is verifying `.htpasswd` passwords (`access::auth`): a bcrypt cost-12 hash
 //! takes about 0.3 s, which on the loop's thread would stall every connection. A [`Worker`]
 //! owns one thread, started on the first job (so daemonising, `chroot` and the user switch,
 //! which happen before, see a single-threaded process), a bounded queue of jobs to it, and a

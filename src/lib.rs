@@ -14,6 +14,7 @@
 //! [`log`] when the last byte is out, and the connection goes back to idle (keep-alive) or
 //! closes. Configuration comes from [`config`]: a TOML file and thttpd-style flags.
 
+pub mod access;
 pub mod background;
 pub mod compress;
 pub mod config;

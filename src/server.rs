@@ -23,6 +23,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
+use crate::access::auth::AuthCache;
+use crate::access::referer::RefererPolicy;
+use crate::access::throttle::{Throttles, THROTTLE_TIME};
 use crate::config::Config;
 use crate::conn::{Conn, ConnState, Drive};
 use crate::fs::cache::{CacheConfig, FileCache};
@@ -36,9 +39,6 @@ use crate::log::{AccessLog, ErrorLog};
 use crate::route::Routes;
 use crate::status::{self, ConnStates, Counters, Format, Snapshot};
 use crate::sys::{self, SignalFd};
-use crate::thttpd::auth::AuthCache;
-use crate::thttpd::referer::RefererPolicy;
-use crate::thttpd::throttle::{Throttles, THROTTLE_TIME};
 
 /// Connections use tokens from here up; listeners and the signalfd sit below.
 const CONN_BASE: usize = 1 << 16;

@@ -367,7 +367,7 @@ fn apply(
         let text = crate::thttpd::privs::read_config_file(&path)
             .and_then(|b| String::from_utf8(b).map_err(|_| std::io::Error::other("not valid UTF-8")))
             .map_err(|e| plain_err(format!("throttles file {}: {e}", path.display())))?;
-        let (rules, bad) = crate::thttpd::throttle::parse_throttles(&text);
+        let (rules, bad) = crate::access::throttle::parse_throttles(&text);
         for (line, content) in bad {
             warnings.push(format!("{}:{line}: unparsable throttle line, ignored: {}", path.display(), content.trim()));
         }

@@ -246,7 +246,7 @@ pub struct Config {
     pub listing_max_bytes: u64,
     pub vhosts: Vec<VirtualHost>,
     /// Throttle rules (thttpd's `-t` file or `[[throttle]]`).
-    pub throttles: Vec<crate::thttpd::throttle::ThrottleRule>,
+    pub throttles: Vec<crate::access::throttle::ThrottleRule>,
     /// Per-connection rate (bytes/s, 0 = none) after the first `limit_rate_after` bytes.
     pub limit_rate: u64,
     pub limit_rate_after: u64,

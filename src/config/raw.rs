@@ -312,7 +312,7 @@ impl Ctx<'_> {
     fn rate(&self, key: &str, v: &Spanned<RawRate>) -> Result<u64, ConfigError> {
         let r = match v.get_ref() {
             RawRate::Bytes(n) => u64::try_from(*n).ok(),
-            RawRate::Text(t) => crate::thttpd::throttle::parse_rate(t),
+            RawRate::Text(t) => crate::access::throttle::parse_rate(t),
         };
         match r {
             Some(r) => Ok(r),
@@ -887,7 +887,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             if max == 0 || min > max {
                 return cx.err("throttle.max", t.max.span(), "must be more than 0 and at least min");
             }
-            out.push(crate::thttpd::throttle::ThrottleRule {
+            out.push(crate::access::throttle::ThrottleRule {
                 pattern: crate::glob::Pattern::new(t.pattern.get_ref()),
                 min,
                 max,

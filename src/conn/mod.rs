@@ -20,7 +20,7 @@
 //! * **Idle**: waiting for the first byte of a request (keep-alive deadline). Holds no buffer.
 //! * **Head**: part of a request head has arrived (header deadline, set once for the whole head).
 //! * **Paused**: a complete request waits for its credentials to be verified off the loop
-//!   (`thttpd::auth`). The request stays unread in the buffer and nothing more is read; its
+//!   (`access::auth`). The request stays unread in the buffer and nothing more is read; its
 //!   deadline still runs. When the verification is done the server resumes the connection,
 //!   which parses the same request again and now finds the outcome remembered.
 //! * **Send**: a response is queued; nothing more is read until it is out (backpressure, so
@@ -52,13 +52,13 @@ mod serve;
 #[cfg(feature = "tls")]
 mod tls_io;
 
+use crate::access::throttle::{self, RateLimiter};
 use crate::fs::cache;
 use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
 use crate::http::response::Head;
 use crate::log::RequestLine;
 use crate::server::Ctx;
 use crate::sys;
-use crate::thttpd::throttle::{self, RateLimiter};
 use exchange::{Body, Exchange};
 
 /// Bytes one connection may write per wake-up before others get their turn.

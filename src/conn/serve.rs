@@ -24,6 +24,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use super::exchange::{Body, Exchange, Part, Staged};
 use super::routing::Routed;
 use super::ALLOW;
+use crate::access::auth::{self, AuthResult};
+use crate::access::throttle::RateLimiter;
 use crate::fs::cache::{self, DirEntry, FileEntry, Lookup};
 use crate::fs::listing;
 use crate::fs::resolve::{self, DotfilePolicy, RealPath, ResolveError};
@@ -35,8 +37,6 @@ use crate::http::request::{Method, Request};
 use crate::http::response::{error_body, Head};
 use crate::server::Ctx;
 use crate::status;
-use crate::thttpd::auth::{self, AuthResult};
-use crate::thttpd::throttle::RateLimiter;
 
 /// Content types worth looking for precompressed siblings of.
 fn compressible(content_type: &str) -> bool {
