@@ -228,6 +228,7 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
         vroots.push((v.host.clone(), r));
     }
     let (routes, route_warnings) = Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
+    check_auth_files(cfg)?;
     let access =
         AccessLog::open(&cfg.access_log, cfg.log_format, cfg.thttpd.enabled).map_err(|e| StartError(e.to_string()))?;
     let errors = ErrorLog::open(&cfg.error_log).map_err(|e| StartError(e.to_string()))?;
@@ -247,12 +248,26 @@ pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
         vroots.push((v.host.clone(), r));
     }
     Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
+    check_auth_files(cfg)?;
     for (what, target) in [("access log", &cfg.access_log), ("error log", &cfg.error_log)] {
         if let crate::config::LogTarget::File(p) = target {
             check_log_file(p).map_err(|e| StartError(format!("{what} {}: {e}", p.display())))?;
         }
     }
     Ok(root.path().to_path_buf())
+}
+
+/// Every `[[auth]]` password file must be there when the configuration is loaded (it is read
+/// again whenever it changes; one that goes missing later denies access, with a log line).
+fn check_auth_files(cfg: &Config) -> Result<(), StartError> {
+    for rule in &cfg.auth {
+        match std::fs::metadata(&rule.htpasswd) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err(StartError(format!("auth.htpasswd {}: not a regular file", rule.htpasswd.display()))),
+            Err(e) => return Err(StartError(format!("auth.htpasswd {}: {e}", rule.htpasswd.display()))),
+        }
+    }
+    Ok(())
 }
 
 fn check_log_file(p: &std::path::Path) -> io::Result<()> {

@@ -79,6 +79,39 @@ pub const VERIFY_QUEUE: usize = 16;
 /// theirs verified.
 pub const VERIFY_PER_CLIENT: usize = 2;
 
+/// An `[[auth]]` rule: URL paths under `prefix` (on every site, or on the `[[vhost]]` named
+/// `host`) need a user of the `htpasswd` file, asked for with `realm`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthRule {
+    /// A normalized URL path without its trailing slash (`"/private"`), or `"/"`: it covers
+    /// the path itself and everything under it, by whole segments (`/private` is not a
+    /// prefix of `/privateer`).
+    pub prefix: String,
+    /// The lowercase host of a `[[vhost]]`, or `None` for every site.
+    pub host: Option<String>,
+    pub htpasswd: PathBuf,
+    pub realm: String,
+}
+
+impl AuthRule {
+    /// Whether the rule covers `path` on the site named `host` (`None`: the main root).
+    pub fn covers(&self, host: Option<&str>, path: &str) -> bool {
+        if self.host.is_some() && self.host.as_deref() != host {
+            return false;
+        }
+        self.prefix == "/"
+            || path.strip_prefix(self.prefix.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+}
+
+/// The rule that protects `path` on the site `host`, by index: the one with the longest
+/// prefix, a rule for that host before a rule for every site of the same prefix.
+pub fn rule_for(rules: &[AuthRule], host: Option<&str>, path: &str) -> Option<usize> {
+    (0..rules.len())
+        .filter(|&i| rules[i].covers(host, path))
+        .max_by_key(|&i| (rules[i].prefix.len(), rules[i].host.is_some()))
+}
+
 /// The decision for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthResult {
@@ -485,6 +518,18 @@ impl AuthCache {
         self.decide(&fs_dir.join(HTPASSWD), url_dir, authorization, client).unwrap_or(AuthResult::Allowed)
     }
 
+    /// For a request that an `[[auth]]` rule covers: the rule's password file decides. A file
+    /// that does not exist is an error (403, logged): a protection never fails open.
+    pub fn check_rule(&mut self, rule: &AuthRule, authorization: Option<&[u8]>, client: IpAddr) -> AuthResult {
+        self.decide(&rule.htpasswd, &rule.realm, authorization, client).unwrap_or_else(|| AuthResult::Error {
+            message: format!(
+                "{}: the password file of [[auth]] {} does not exist",
+                rule.htpasswd.display(),
+                rule.prefix
+            ),
+        })
+    }
+
     /// Takes one finished verification from the helper thread and remembers its outcome
     /// (a job that panicked counts as a failure). Returns its id, so the connections waiting
     /// for it can ask again; `None` when no result is waiting.
@@ -680,6 +725,33 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn auth_rules_cover_whole_segments() {
+        let rule = |prefix: &str, host: Option<&str>| AuthRule {
+            prefix: prefix.into(),
+            host: host.map(Into::into),
+            htpasswd: PathBuf::from(prefix),
+            realm: String::new(),
+        };
+        let rules = [
+            rule("/private", None),
+            rule("/private/deep", None),
+            rule("/", Some("a.example")),
+            rule("/private", Some("a.example")),
+        ];
+        let pick =
+            |host, path| rule_for(&rules, host, path).map(|i| (rules[i].prefix.as_str(), rules[i].host.as_deref()));
+        assert_eq!(pick(None, "/private"), Some(("/private", None)));
+        assert_eq!(pick(None, "/private/x.html"), Some(("/private", None)));
+        assert_eq!(pick(None, "/private/deep/x"), Some(("/private/deep", None)));
+        assert_eq!(pick(None, "/privateer"), None);
+        assert_eq!(pick(None, "/"), None);
+        assert_eq!(pick(Some("b.example"), "/index.html"), None);
+        assert_eq!(pick(Some("a.example"), "/index.html"), Some(("/", Some("a.example"))));
+        assert_eq!(pick(Some("a.example"), "/private/x"), Some(("/private", Some("a.example"))));
+        assert_eq!(pick(Some("a.example"), "/private/deep/x"), Some(("/private/deep", None)));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Access control and pacing, for both personalities: who may fetch a file, and how fast.
 //!
 //! - [`auth`]: Basic authentication against htpasswd files with crypt(3)-style hashes and
-//!   bcrypt (thttpd's per-directory `.htpasswd` files), the cache of outcomes, verification
-//!   on the helper thread.
+//!   bcrypt: thttpd's per-directory `.htpasswd` files and the `[[auth]]` rules of the TOML
+//!   file ([`auth::AuthRule`], path prefixes decided on the path served), with one cache of
+//!   outcomes and verification on the helper thread for both.
 //! - [`referer`]: the `urlpat` / `localpat` / `noemptyreferrers` referrer check.
 //! - [`throttle`]: the throttle file or `[[throttle]]` rules, thttpd's per-pattern accounting
 //!   (admission with 503, fair share of each pattern's maximum) and a token-bucket

@@ -266,6 +266,8 @@ pub struct Config {
     pub tls: TlsSettings,
     /// HTTP/2 (`[http2]`).
     pub http2: Http2Settings,
+    /// `[[auth]]`: path prefixes protected by Basic authentication (`crate::access::auth`).
+    pub auth: Vec<crate::access::auth::AuthRule>,
 }
 
 impl Default for Config {
@@ -336,6 +338,7 @@ impl Default for Config {
             health_log: true,
             tls: TlsSettings::default(),
             http2: Http2Settings::default(),
+            auth: Vec::new(),
         }
     }
 }

@@ -36,6 +36,7 @@ struct Raw {
     rewrite: Option<Vec<RawRule>>,
     tls: Option<RawTls>,
     http2: Option<RawHttp2>,
+    auth: Option<Vec<RawAuth>>,
 }
 
 #[derive(Deserialize)]
@@ -47,6 +48,16 @@ struct RawHttp2 {
     max_header_list_size: S<i64>,
     max_header_block: S<i64>,
     header_table_size: S<i64>,
+}
+
+/// An `[[auth]]` rule.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuth {
+    path: Spanned<String>,
+    htpasswd: Spanned<String>,
+    realm: S<String>,
+    host: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -962,6 +973,38 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
     }
 
+    for a in raw.auth.unwrap_or_default() {
+        let path = a.path.get_ref();
+        let mut normal = String::new();
+        let clean = crate::fs::resolve::normalize(path.as_bytes(), &mut normal).is_ok()
+            && (normal == *path || format!("{normal}/") == *path);
+        if !path.starts_with('/') || !clean || path.contains('%') {
+            return cx.err("auth.path", a.path.span(), "must be a URL path prefix such as \"/private/\"");
+        }
+        if a.htpasswd.get_ref().is_empty() {
+            return cx.err("auth.htpasswd", a.htpasswd.span(), "must name a password file");
+        }
+        let realm = match a.realm {
+            Some(r) if r.get_ref().is_empty() || r.get_ref().chars().any(char::is_control) => {
+                return cx.err("auth.realm", r.span(), "must be a non-empty line of text")
+            }
+            Some(r) => r.into_inner(),
+            None => path.clone(),
+        };
+        let host = match a.host {
+            None => None,
+            Some(h) => {
+                let name = h.get_ref().to_ascii_lowercase();
+                if !cfg.vhosts.iter().any(|v| v.host == name) {
+                    return cx.err("auth.host", h.span(), format_args!("\"{name}\" is not the host of a [[vhost]]"));
+                }
+                Some(name)
+            }
+        };
+        let prefix = if path.len() > 1 { path.trim_end_matches('/').to_string() } else { path.clone() };
+        cfg.auth.push(crate::access::auth::AuthRule { prefix, host, htpasswd: base.join(a.htpasswd.get_ref()), realm });
+    }
+
     let mut rules = Vec::new();
     for (table, list) in [("redirect", raw.redirect), ("rewrite", raw.rewrite)] {
         for r in list.unwrap_or_default() {
@@ -1229,5 +1272,31 @@ mod tests {
         assert!(e.starts_with("line 2: server.proxy_protocol:") && e.contains("not 0"), "{e}");
         assert!(err("[server]\nproxy_protocol = [\"nowhere\"]\n").starts_with("line 2: server.proxy_protocol:"));
         assert!(err("[server]\nproxy_protocol = true\n").contains("server.proxy_protocol"));
+    }
+
+    #[test]
+    fn auth_rules() {
+        let c = load(
+            "[[vhost]]\nhost = \"A.example\"\nroot = \"a\"\n\
+             [[auth]]\npath = \"/private/\"\nhtpasswd = \"pw/private\"\n\
+             [[auth]]\npath = \"/\"\nhtpasswd = \"/x/all\"\nrealm = \"Staff\"\nhost = \"a.example\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.auth.len(), 2);
+        assert_eq!((c.auth[0].prefix.as_str(), c.auth[0].realm.as_str()), ("/private", "/private/"));
+        assert_eq!(c.auth[0].htpasswd, Path::new("/etc/pw/private"));
+        assert_eq!((c.auth[1].prefix.as_str(), c.auth[1].host.as_deref()), ("/", Some("a.example")));
+        assert!(load("").unwrap().auth.is_empty());
+        let err = |s: &str| load(s).err().map(|e| e.0).unwrap_or_default();
+        for bad in ["private", "/a/../b", "/a//b", "/a/./b", "/%61", ""] {
+            let e = err(&format!("[[auth]]\npath = \"{bad}\"\nhtpasswd = \"p\"\n"));
+            assert!(e.starts_with("line 2: auth.path:"), "{bad}: {e}");
+        }
+        assert!(err("[[auth]]\npath = \"/\"\nhtpasswd = \"\"\n").starts_with("line 3: auth.htpasswd:"));
+        assert!(err("[[auth]]\npath = \"/\"\nhtpasswd = \"p\"\nrealm = \"\"\n").starts_with("line 4: auth.realm:"));
+        let e = err("[[auth]]\npath = \"/\"\nhtpasswd = \"p\"\nhost = \"b.example\"\n");
+        assert!(e.starts_with("line 4: auth.host:") && e.contains("[[vhost]]"), "{e}");
+        assert!(err("[[auth]]\npath = \"/\"\n").contains("htpasswd"));
+        assert!(err("[[auth]]\npath = \"/\"\nhtpasswd = \"p\"\nusers = 1\n").contains("unknown field"));
     }
 }

@@ -5,7 +5,8 @@
 //! 2. **Policy**: the referrer check (thttpd `urlpat`), then the file cache lookup, which
 //!    applies the dotfile and symlink policies and finds index files.
 //! 3. **Security**: `.htpasswd` is never served; thttpd mode serves only world-readable,
-//!    non-executable files; `.htpasswd` Basic authentication where configured; throttles.
+//!    non-executable files; `[[auth]]` rules, by the path served and where a symlink leads;
+//!    `.htpasswd` Basic authentication where configured; throttles.
 //! 4. **Representation**: a precompressed sibling (`x.br`, `x.zst`, `x.gz`) when the client
 //!    accepts it and it is at least as new as the file; for a JPEG, PNG or GIF, an image in
 //!    another format (`x.jpg.avif`, `x.jpg.webp`) when `Accept` names it (`http::media`).
@@ -276,7 +277,13 @@ impl Exchange {
             // (they would be CGI programs there).
             return Err(Refusal::Forbidden);
         }
-        if !cx.cfg.thttpd.htpasswd || !check_auth {
+        if !check_auth {
+            return Ok(());
+        }
+        if !cx.cfg.auth.is_empty() {
+            self.auth_rules(cx, req, url_path, real, site)?;
+        }
+        if !cx.cfg.thttpd.htpasswd {
             return Ok(());
         }
         let url_dir = match url_path.rfind('/') {
@@ -302,6 +309,43 @@ impl Exchange {
             }
         };
         let result = cx.auth.check(&top, &fs_dir, url_dir, cx.cfg.thttpd.global_passwd, req.authorization, self.peer);
+        self.admit(cx, result)
+    }
+
+    /// `[[auth]]`: the rule covering the file served decides, by its URL path and, when it
+    /// was reached through a symbolic link, by where it really is (both rules, if two
+    /// cover them). Routing has already run, so this is the path a rewrite, a clean URL or
+    /// the fallback led to, never only the one asked for.
+    fn auth_rules(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        url_path: &str,
+        real: &RealPath,
+        site: &Site,
+    ) -> Result<(), Refusal> {
+        let host = site.root.map(|i| cx.vroots[i].0.as_str());
+        let served = url_path.strip_prefix(site.prefix.as_str()).unwrap_or(url_path);
+        let real_url = match real {
+            RealPath::Same => None,
+            RealPath::Other(p) if p.is_relative() => Some(format!("/{}", p.display())),
+            // Outside the root (`symlinks = "follow"`): no URL prefix names it.
+            RealPath::Other(_) => None,
+            RealPath::Unknown => {
+                return Err(Refusal::Error(format!("{url_path}: cannot tell which [[auth]] rule applies to it")));
+            }
+        };
+        let first = auth::rule_for(&cx.cfg.auth, host, served);
+        let second = real_url.as_deref().and_then(|p| auth::rule_for(&cx.cfg.auth, host, p));
+        for i in [first, second.filter(|&s| Some(s) != first)].into_iter().flatten() {
+            let result = cx.auth.check_rule(&cx.cfg.auth[i], req.authorization, self.peer);
+            self.admit(cx, result)?;
+        }
+        Ok(())
+    }
+
+    /// Turns an authentication outcome into a refusal or a pass (remembering the user).
+    fn admit(&mut self, cx: &mut Ctx, result: AuthResult) -> Result<(), Refusal> {
         for line in cx.auth.take_log() {
             cx.error(format_args!("{line}"));
         }
