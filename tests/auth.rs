@@ -36,6 +36,7 @@ fn site(dir: &Path, root: &Path) {
     write(root, "app.html", "the app shell\n");
     write(root, "public/readme.txt", "public\n");
     symlink("../private/secret.txt", root.join("public/link.txt")).unwrap();
+    symlink("../private", root.join("public/dirlink")).unwrap();
     write(root, "b-root/private/b.txt", "b\n");
 }
 
@@ -44,6 +45,7 @@ fn server() -> Server {
         .setup(site)
         .raw_config(
             "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{root}\"\n\n[log]\naccess = \"{dir}/access.log\"\nerror = \"-\"\n\n\
+             [listing]\nenabled = true\n\n\
              [routing]\nclean_urls = true\nfallback = \"/app.html\"\n\n\
              [[rewrite]]\nfrom = \"/docs/*\"\nto = \"/private/:splat\"\n\n\
              [[vhost]]\nhost = \"b.example\"\nroot = \"{root}/b-root\"\n\n\
@@ -90,6 +92,13 @@ fn the_served_path_decides_through_rewrites_clean_urls_fallback_and_symlinks() {
         let r = get(&srv, "localhost", path, &format!("Accept: text/html\r\n{GOOD}"));
         assert_eq!((r.status, r.body_text().as_str()), (200, body), "{path}");
     }
+    // The listing of a linked directory names the protected files: protected too.
+    let r = get(&srv, "localhost", "/public/dirlink/", "");
+    assert_eq!(r.status, 401, "{}", r.describe());
+    let r = get(&srv, "localhost", "/public/dirlink/", GOOD);
+    assert!(r.status == 200 && r.body_text().contains("secret.txt"), "{}", r.describe());
+    // A listing outside every prefix stays open.
+    assert_eq!(get(&srv, "localhost", "/public/", "").status, 200);
 }
 
 #[test]

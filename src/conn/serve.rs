@@ -145,6 +145,22 @@ impl Exchange {
                 if let Err(status) = self.check_access(cx, req, path, &RealPath::Same, dir.mode | 0o444, &site) {
                     return status;
                 }
+                // With `[[auth]]` rules, a listing reached through a symbolic link is also
+                // checked where the directory really is, as files are (thttpd's `.htpasswd`
+                // keeps its rule for listings: the URL directory).
+                if !cx.cfg.auth.is_empty() {
+                    let real = match dir.dir.metadata() {
+                        Ok(meta) => {
+                            resolve::real_path(site.root.map_or(&cx.root, |i| &cx.vroots[i].1), path, &dir.dir, &meta)
+                        }
+                        Err(_) => RealPath::Unknown,
+                    };
+                    if real != RealPath::Same {
+                        if let Err(r) = self.auth_rules(cx, req, path, &real, &site) {
+                            return self.refuse(cx, req, r, &site);
+                        }
+                    }
+                }
                 // thttpd lists only world-readable directories; its defaults turn listings on,
                 // so the mode check must hold on top of `listing`, not instead of it.
                 let listable = cx.cfg.listing && (!cx.cfg.thttpd.enabled || dir.mode & 0o004 != 0);
