@@ -102,7 +102,8 @@ fn parse_v1(buf: &[u8]) -> Result<Parsed, Error> {
     // The line ends with CRLF; a bare LF, or a CR followed by anything else, is refused.
     match window.get(cr..cr + 2) {
         Some(b"\r\n") => {}
-        None if window[cr] == b'\r' && cr + 1 == buf.len() => return Ok(Parsed::Incomplete),
+        // A CR that may be followed by its LF: as incomplete as the line before it.
+        None if window[cr] == b'\r' && cr + 1 == buf.len() => return v1_prefix_ok(&buf[..cr]),
         _ => return Err(Error::BadV1),
     }
     let line = &buf[V1_PREFIX.len()..cr];
@@ -358,6 +359,10 @@ mod tests {
         // A start that can no longer become a header is refused at once, not waited on.
         assert_eq!(parse(b"PROXY TCP5"), Err(Error::BadV1));
         assert_eq!(parse(b"PROXY TCP4 1.2.3.4 GET"), Err(Error::BadV1));
+        // Also when it ends with a CR that could be the line's end (found by the fuzzer:
+        // the line without its CR was refused, the line with it waited for more).
+        assert_eq!(parse(b"PROXY UPROXY / HTT\x01\0\0\x001920\r"), Err(Error::BadV1));
+        assert_eq!(parse(b"PROXY TCP4 1.2.3.4 GET\r"), Err(Error::BadV1));
     }
 
     #[test]
