@@ -104,6 +104,12 @@ fn proxy_server(server: &str, http: &str) -> (Server, SocketAddr) {
         .start();
     let addr = srv.addr();
     assert_eq!(addr.port(), port);
+    // The second `listening on` line may still be on its way from the server's stdout.
+    let start = Instant::now();
+    while srv.listen_addrs().len() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(5), "no second listener:\n{}", srv.stdout_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     (srv, addr)
 }
 
