@@ -29,6 +29,7 @@
 //! The codings: gzip at flate2's best level, brotli at quality 11 (window 2^22), zstd at level
 //! 19 with the window capped at 8 MiB as RFC 9659 requires for HTTP.
 
+pub use crate::config::cli::CompressOptions;
 use crate::http::encoding::Encoding;
 use std::ffi::OsString;
 use std::fmt;
@@ -116,23 +117,6 @@ pub const COMPRESSIBLE: &[&str] = &[
     "geojson",
     "topojson",
 ];
-
-/// What [`compress_dir`] does.
-#[derive(Debug, Clone)]
-pub struct CompressOptions {
-    /// Files smaller than this are left alone (default 256 bytes).
-    pub min_size: u64,
-    /// Siblings to write (default brotli, zstd, gzip).
-    pub encodings: Vec<Encoding>,
-    /// Report each sibling written on stdout.
-    pub verbose: bool,
-}
-
-impl Default for CompressOptions {
-    fn default() -> CompressOptions {
-        CompressOptions { min_size: 256, encodings: vec![Encoding::Br, Encoding::Zstd, Encoding::Gzip], verbose: false }
-    }
-}
 
 /// What [`compress_dir`] did. The first three count siblings (one per file and coding), the
 /// next two count files, `errors` counts failures of either kind.

@@ -16,6 +16,7 @@
 
 pub mod access;
 pub mod background;
+#[cfg(feature = "compression")]
 pub mod compress;
 pub mod config;
 pub mod conn;
@@ -25,6 +26,8 @@ pub mod glob;
 pub mod h2;
 pub mod http;
 pub mod log;
+#[cfg(feature = "compression")]
+pub mod ondemand;
 pub mod proxy;
 pub mod route;
 pub mod server;

@@ -59,12 +59,14 @@ fn main() -> ExitCode {
 }
 
 /// The executable that runs `ferrohttpd compress …`.
+#[cfg(feature = "compression")]
 const COMPRESSOR: &str = "ferrohttpd-compress";
 
 /// `ferrohttpd compress …` (arguments already checked) becomes `ferrohttpd-compress …`, found
-/// beside this executable or else in `PATH`. The encoders (brotli, zstd, gzip) are most of the
-/// code of the offline compressor and none of the server's, so they live in that executable and
-/// the server's stays small. `exec` only returns on failure.
+/// beside this executable or else in `PATH`; both are built with the `compression` feature
+/// (which also links the encoders into the server, for on-demand compression). `exec` only
+/// returns on failure.
+#[cfg(feature = "compression")]
 fn exec_compressor() -> ExitCode {
     use std::os::unix::process::CommandExt;
     let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(|dir| dir.join(COMPRESSOR)));
@@ -77,6 +79,12 @@ fn exec_compressor() -> ExitCode {
         "ferrohttpd compress: cannot run {}: {err} (it is installed beside ferrohttpd, or put it in PATH)",
         Path::new(&program).display()
     );
+    ExitCode::from(1)
+}
+
+#[cfg(not(feature = "compression"))]
+fn exec_compressor() -> ExitCode {
+    eprintln!("ferrohttpd compress: this ferrohttpd was built without the `compression` feature");
     ExitCode::from(1)
 }
 

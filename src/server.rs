@@ -84,6 +84,9 @@ pub struct Ctx {
     pub vroots: Vec<(String, DocRoot)>,
     pub referer: Option<RefererPolicy>,
     pub auth: AuthCache,
+    /// On-demand compression: the variants made and the thread that makes them.
+    #[cfg(feature = "compression")]
+    pub ondemand: crate::ondemand::OnDemand,
     pub throttles: Throttles,
     /// `Server` and `P3P`, rendered once.
     pub fixed_fields: Vec<u8>,
@@ -138,6 +141,7 @@ impl Ctx {
             cache_entries: self.cache.len() as u64,
             cache_bytes: self.cache.mapped_bytes(),
             auth_verifications: self.auth.verifications,
+            compression: self.compression_stats(),
             config_file: &file,
             config_loaded: &self.config_loaded,
             tls: !self.cfg.tls.listen.is_empty(),
@@ -158,6 +162,22 @@ impl Ctx {
         }
         *n += 1;
         true
+    }
+
+    fn compression_stats(&self) -> status::Compression {
+        #[cfg(feature = "compression")]
+        {
+            let (z, s) = (&self.ondemand, self.ondemand.stats);
+            status::Compression {
+                compressed: s.compressed,
+                bytes_saved: s.bytes_saved,
+                queue_drops: s.queue_drops,
+                entries: z.entries() as u64,
+                bytes: z.bytes(),
+            }
+        }
+        #[cfg(not(feature = "compression"))]
+        status::Compression::default()
     }
 
     /// Writes a line to the error log.
@@ -455,7 +475,10 @@ impl Server {
             .register(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)), SIGNAL_TOKEN, Interest::READABLE)
             .map_err(|e| StartError(format!("epoll: {e}")))?;
 
-        let waker = Waker::new(poll.registry(), WAKE_TOKEN).map_err(|e| StartError(format!("epoll: {e}")))?;
+        // One waker per `Poll`: shared by the password verifier and the compressor.
+        let waker = std::sync::Arc::new(
+            Waker::new(poll.registry(), WAKE_TOKEN).map_err(|e| StartError(format!("epoll: {e}")))?,
+        );
         let limits = Limits {
             max_header_bytes: cfg.max_header_bytes,
             max_uri_bytes: cfg.max_uri_bytes,
@@ -482,7 +505,9 @@ impl Server {
             per_ip: HashMap::new(),
             vroots,
             referer: referer_policy(&cfg_ref),
-            auth: AuthCache::new(std::sync::Arc::new(waker)),
+            #[cfg(feature = "compression")]
+            ondemand: crate::ondemand::OnDemand::new(&cfg_ref.compression, waker.clone()),
+            auth: AuthCache::new(waker),
             throttles: Throttles::new(cfg_ref.throttles.clone()),
             encodings: Vec::new(),
             sibling: String::new(),
@@ -569,7 +594,11 @@ impl Server {
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL_TOKEN => self.on_signals(),
-                    WAKE_TOKEN => self.on_verified(),
+                    WAKE_TOKEN => {
+                        self.on_verified();
+                        #[cfg(feature = "compression")]
+                        self.cx.ondemand.finish();
+                    }
                     Token(t) if t < self.listeners.len() => self.accept(t),
                     Token(t) if t >= CONN_BASE => {
                         let key = t - CONN_BASE;
@@ -1075,6 +1104,8 @@ impl Server {
             max_headers: new.max_headers,
         };
         self.cx.cache = FileCache::new(cache_config(&new));
+        #[cfg(feature = "compression")]
+        self.cx.ondemand.reconfigure(&self.cx.cfg.compression, &new.compression);
         self.cx.rbufs.clear();
         self.cx.fixed_fields = fixed_fields(&new.server_header, new.thttpd.p3p.as_deref());
         let recount = new.max_connections_per_ip != self.cx.cfg.max_connections_per_ip;

@@ -90,10 +90,26 @@ pub struct Snapshot<'a> {
     pub cache_bytes: u64,
     /// Password verifications started (`.htpasswd`; remembered outcomes are not counted).
     pub auth_verifications: u64,
+    /// On-demand compression (zeros when it is not built or not used).
+    pub compression: Compression,
     pub config_file: &'a str,
     pub config_loaded: &'a str,
     /// Whether there are TLS listeners (the TLS counters are shown then).
     pub tls: bool,
+}
+
+/// On-demand compression's counters (`crate::ondemand`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Compression {
+    /// Variants made.
+    pub compressed: u64,
+    /// Bytes saved by the variants made (file size minus variant size, once per variant).
+    pub bytes_saved: u64,
+    /// Jobs dropped because the queue was full (identity was served).
+    pub queue_drops: u64,
+    /// Files in the variants cache, and the compressed bytes it holds.
+    pub entries: u64,
+    pub bytes: u64,
 }
 
 /// The output format asked for by the query string.
@@ -205,6 +221,12 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 }
                 t.push('\n');
             }
+            let z = &s.compression;
+            let _ = writeln!(
+                t,
+                "compression: compressed {} bytes_saved {} queue_drops {} entries {} bytes {}",
+                z.compressed, z.bytes_saved, z.queue_drops, z.entries, z.bytes
+            );
             let _ = writeln!(t, "config: {} (loaded {})", s.config_file, s.config_loaded);
         }
         Format::Json => {
@@ -233,8 +255,18 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             let _ = write!(
                 t,
                 "}},\"cache\":{{\"hits\":{},\"misses\":{},\"entries\":{},\"bytes\":{}}},\
-                 \"auth_verifications\":{},",
-                s.cache_hits, s.cache_misses, s.cache_entries, s.cache_bytes, s.auth_verifications
+                 \"auth_verifications\":{},\"compression\":{{\"compressed\":{},\"bytes_saved\":{},\
+                 \"queue_drops\":{},\"entries\":{},\"bytes\":{}}},",
+                s.cache_hits,
+                s.cache_misses,
+                s.cache_entries,
+                s.cache_bytes,
+                s.auth_verifications,
+                s.compression.compressed,
+                s.compression.bytes_saved,
+                s.compression.queue_drops,
+                s.compression.entries,
+                s.compression.bytes
             );
             if s.tls {
                 let l = &c.tls;
@@ -313,6 +345,22 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
                 metric("tls_handshake_failures_total", "counter", "TLS handshakes that failed, by kind.", &rows);
             }
+            let z = &s.compression;
+            metric("compressed_total", "counter", "Variants compressed on demand.", &[("", z.compressed)]);
+            metric(
+                "compression_saved_bytes_total",
+                "counter",
+                "Bytes saved by the variants made.",
+                &[("", z.bytes_saved)],
+            );
+            metric(
+                "compression_queue_drops_total",
+                "counter",
+                "Compressions dropped, queue full.",
+                &[("", z.queue_drops)],
+            );
+            metric("compression_cache_entries", "gauge", "Files in the variants cache.", &[("", z.entries)]);
+            metric("compression_cache_bytes", "gauge", "Compressed bytes in the variants cache.", &[("", z.bytes)]);
         }
     }
     out.extend_from_slice(t.as_bytes());
@@ -355,6 +403,7 @@ mod tests {
             cache_entries: 3,
             cache_bytes: 4,
             auth_verifications: 0,
+            compression: Compression::default(),
             config_file: "a\"b",
             config_loaded: "now",
             tls: true,

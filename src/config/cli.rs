@@ -26,7 +26,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError, LogTarget};
-use crate::compress::CompressOptions;
 use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
 use crate::http::encoding::Encoding;
 use crate::thttpd::args::{self, Parsed, Settings};
@@ -139,6 +138,23 @@ pub enum Command {
     Version,
     /// `ferrohttpd compress DIR …`, run by the separate `ferrohttpd-compress` executable.
     Compress(CompressJob),
+}
+
+/// What `ferrohttpd compress` does (`ferrohttpd::compress::compress_dir`).
+#[derive(Debug, Clone)]
+pub struct CompressOptions {
+    /// Files smaller than this are left alone (default 256 bytes).
+    pub min_size: u64,
+    /// Siblings to write (default brotli, zstd, gzip).
+    pub encodings: Vec<Encoding>,
+    /// Report each sibling written on stdout.
+    pub verbose: bool,
+}
+
+impl Default for CompressOptions {
+    fn default() -> CompressOptions {
+        CompressOptions { min_size: 256, encodings: vec![Encoding::Br, Encoding::Zstd, Encoding::Gzip], verbose: false }
+    }
 }
 
 /// What `compress DIR …` asks for.
@@ -294,6 +310,8 @@ fn apply(
         cfg.symlinks = SymlinkPolicy::WithinRoot;
         cfg.listing = true;
         cfg.index = THTTPD_INDEX.iter().map(|s| s.to_string()).collect();
+        // thttpd never compresses; a TOML base file can turn it on.
+        cfg.compression.on_demand = false;
     }
 
     // The served directory: everything relative to it is resolved against it.

@@ -171,6 +171,48 @@ pub struct ThttpdCompat {
     pub p3p: Option<String>,
 }
 
+/// On-demand compression: compressible files without a fresh precompressed sibling are
+/// compressed once per version on a background thread (`crate::ondemand`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompressionSettings {
+    /// On by default where the feature is built (off in the thttpd personality without a
+    /// TOML file: thttpd never compresses).
+    pub on_demand: bool,
+    /// The codings made on demand, in the server's order of preference.
+    pub encodings: Vec<crate::http::encoding::Encoding>,
+    /// flate2 level, 1..=9.
+    pub gzip_level: u32,
+    /// Brotli quality, 0..=11.
+    pub br_level: u32,
+    /// zstd level, 1..=19.
+    pub zstd_level: i32,
+    /// Files smaller than this are sent as they are.
+    pub min_size: u64,
+    /// Files larger than this are never compressed on demand.
+    pub max_size: u64,
+    /// The variants cache: bytes of compressed bodies kept at most.
+    pub cache_bytes: u64,
+    /// The variants cache: files with variants (or a verdict) kept at most.
+    pub cache_entries: usize,
+}
+
+impl Default for CompressionSettings {
+    fn default() -> CompressionSettings {
+        use crate::http::encoding::Encoding;
+        CompressionSettings {
+            on_demand: cfg!(feature = "compression"),
+            encodings: vec![Encoding::Br, Encoding::Zstd, Encoding::Gzip],
+            gzip_level: 6,
+            br_level: 5,
+            zstd_level: 3,
+            min_size: 1024,
+            max_size: 16 * 1024 * 1024,
+            cache_bytes: 16 * 1024 * 1024,
+            cache_entries: 1024,
+        }
+    }
+}
+
 /// The typed, validated configuration the server runs with.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -237,6 +279,8 @@ pub struct Config {
     /// Serve `x.jpg.avif` / `x.jpg.webp` for a JPEG, PNG or GIF `x.jpg` to clients whose
     /// `Accept` names the format (`[images] negotiate`).
     pub image_negotiate: bool,
+    /// On-demand compression (`[compression]`, feature `compression`).
+    pub compression: CompressionSettings,
     /// Custom error pages: status -> URL path of the page under the root.
     pub error_pages: BTreeMap<u16, String>,
     /// Directory listings for directories without an index file.
@@ -319,6 +363,7 @@ impl Default for Config {
                 crate::http::encoding::Encoding::Gzip,
             ],
             image_negotiate: true,
+            compression: CompressionSettings::default(),
             error_pages: BTreeMap::new(),
             listing: false,
             listing_max_entries: 10_000,

@@ -150,6 +150,15 @@ struct RawHttp {
 #[serde(deny_unknown_fields)]
 struct RawCompression {
     precompressed: S<Vec<String>>,
+    on_demand: S<bool>,
+    encodings: S<Vec<String>>,
+    gzip_level: S<i64>,
+    br_level: S<i64>,
+    zstd_level: S<i64>,
+    min_size: S<i64>,
+    max_size: S<i64>,
+    cache_bytes: S<i64>,
+    cache_entries: S<i64>,
 }
 
 #[derive(Deserialize)]
@@ -725,7 +734,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
     }
 
     if let Some(c) = raw.compression {
-        if let Some(v) = c.precompressed {
+        let encodings = |key: &str, v: &Spanned<Vec<String>>| {
             let mut list = Vec::new();
             for name in v.get_ref() {
                 match crate::http::encoding::Encoding::from_config(name) {
@@ -733,14 +742,52 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                     Some(_) => {}
                     None => {
                         return cx.err(
-                            "compression.precompressed",
+                            key,
                             v.span(),
                             format_args!("\"{name}\" is not one of \"br\", \"zstd\", \"gzip\""),
                         )
                     }
                 }
             }
-            cfg.precompressed = list;
+            Ok(list)
+        };
+        if let Some(v) = c.precompressed {
+            cfg.precompressed = encodings("compression.precompressed", &v)?;
+        }
+        let z = &mut cfg.compression;
+        if let Some(v) = c.encodings {
+            z.encodings = encodings("compression.encodings", &v)?;
+        }
+        if let Some(v) = c.gzip_level {
+            z.gzip_level = cx.int("compression.gzip_level", &v, 1, 9)?;
+        }
+        if let Some(v) = c.br_level {
+            z.br_level = cx.int("compression.br_level", &v, 0, 11)?;
+        }
+        if let Some(v) = c.zstd_level {
+            z.zstd_level = cx.int("compression.zstd_level", &v, 1, 19)?;
+        }
+        if let Some(v) = c.min_size {
+            z.min_size = cx.int("compression.min_size", &v, 0, i64::MAX)?;
+        }
+        if let Some(v) = c.max_size {
+            z.max_size = cx.int("compression.max_size", &v, 0, 1 << 30)?;
+        }
+        if let Some(v) = c.cache_bytes {
+            z.cache_bytes = cx.int("compression.cache_bytes", &v, 0, i64::MAX)?;
+        }
+        if let Some(v) = c.cache_entries {
+            z.cache_entries = cx.int("compression.cache_entries", &v, 0, 1_000_000)?;
+        }
+        if let Some(v) = c.on_demand {
+            if *v.get_ref() && !cfg!(feature = "compression") {
+                return cx.err(
+                    "compression.on_demand",
+                    v.span(),
+                    "this ferrohttpd was built without the `compression` feature",
+                );
+            }
+            z.on_demand = v.into_inner();
         }
     }
 

@@ -403,9 +403,10 @@ impl Exchange {
     /// Finds the precompressed sibling to send instead of `entry`, if any: the first of the
     /// client's acceptable encodings (in the server's preference order) whose sibling exists,
     /// is at least as new, and passes every [`Exchange::policy`] the file itself does (a private
-    /// `page.html.gz` beside a public `page.html` is not sent). Returns it and whether any
-    /// sibling exists that some client could get (for `Vary`). JPEG, PNG and GIF files get
-    /// [`Exchange::pick_image`] instead.
+    /// `page.html.gz` beside a public `page.html` is not sent). Without one, the on-demand
+    /// variant ([`on_demand_variant`]) when the file is compressed on demand. Returns it and
+    /// whether any variant exists that some client could get (for `Vary`). JPEG, PNG and GIF
+    /// files get [`Exchange::pick_image`] instead.
     fn pick_variant(
         &mut self,
         cx: &mut Ctx,
@@ -416,7 +417,7 @@ impl Exchange {
         if cx.cfg.image_negotiate && media::negotiable(&entry.content_type) {
             return self.pick_image(cx, req, entry, site);
         }
-        if cx.cfg.precompressed.is_empty() || !compressible(&entry.content_type) {
+        if (cx.cfg.precompressed.is_empty() && !on_demand(cx, entry)) || !compressible(&entry.content_type) {
             return Ok((None, Vary::No));
         }
         let mut accepted = std::mem::take(&mut cx.encodings);
@@ -457,6 +458,10 @@ impl Exchange {
         }
         cx.sibling = sibling_path;
         cx.encodings = accepted;
+        #[cfg(feature = "compression")]
+        if chosen.is_none() && on_demand(cx, entry) {
+            return Ok((on_demand_variant(cx, req, entry, site), Vary::AcceptEncoding));
+        }
         Ok((chosen.map(|(s, e, _)| (s, Some(e))), if any { Vary::AcceptEncoding } else { Vary::No }))
     }
 
@@ -811,6 +816,29 @@ impl Exchange {
             self.body = Body::Mem { buf, pos: 0 };
         }
     }
+}
+
+/// Whether `entry` is compressed on demand (`[compression] on_demand`, its size).
+fn on_demand(cx: &Ctx, entry: &FileEntry) -> bool {
+    #[cfg(feature = "compression")]
+    return crate::ondemand::OnDemand::eligible(&cx.cfg.compression, entry);
+    #[cfg(not(feature = "compression"))]
+    {
+        let _ = (cx, entry);
+        false
+    }
+}
+
+/// The on-demand variant of `entry` to send: the best one already made for the codings the
+/// client accepts, if any (the best one is queued when it is not; `crate::ondemand`).
+#[cfg(feature = "compression")]
+fn on_demand_variant(cx: &mut Ctx, req: &Request<'_>, entry: &Rc<FileEntry>, site: &Site) -> Option<Variant> {
+    let mut accepted = std::mem::take(&mut cx.encodings);
+    encoding::acceptable(req.accept_encoding.as_deref(), &cx.cfg.compression.encodings, &mut accepted);
+    let space = site.root.map_or(0, |i| i + 1);
+    let v = cx.ondemand.choose(&cx.cfg.compression, space, entry, &accepted);
+    cx.encodings = accepted;
+    v.map(|(s, e)| (s, Some(e)))
 }
 
 /// The body source for an inclusive byte range of a cached file.

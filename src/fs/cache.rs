@@ -666,7 +666,7 @@ impl FileCache {
 }
 
 /// The cache key of `path` in key space `space` (0 for the main root, no prefix).
-fn path_key(space: usize, path: &str, key: &mut String) {
+pub(crate) fn path_key(space: usize, path: &str, key: &mut String) {
     key.clear();
     if space > 0 {
         key.push_str(itoa::Buffer::new().format(space));
@@ -676,7 +676,7 @@ fn path_key(space: usize, path: &str, key: &mut String) {
 }
 
 /// The `ETag` and `Last-Modified` fields with their CRLFs, rendered once per entry.
-fn validator_fields(etag: &str, last_modified: Option<&str>) -> Box<[u8]> {
+pub(crate) fn validator_fields(etag: &str, last_modified: Option<&str>) -> Box<[u8]> {
     let mut fields = format!("ETag: {etag}\r\n");
     if let Some(lm) = last_modified {
         fields.push_str("Last-Modified: ");

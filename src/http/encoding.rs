@@ -73,7 +73,8 @@ impl Encoding {
         }
     }
 
-    fn index(self) -> usize {
+    /// A small index per coding (0, 1, 2), for arrays of per-coding state.
+    pub fn index(self) -> usize {
         match self {
             Encoding::Br => 0,
             Encoding::Zstd => 1,
