@@ -1,6 +1,7 @@
 //! `ferrohttpd compress DIR`: writes precompressed siblings (`x.br`, `x.zst`, `x.gz`) beside
-//! the compressible files of a tree, for the server to send to clients that accept them. The
-//! server itself never compresses: this runs offline, before or while the tree is served.
+//! the compressible files of a tree, for the server to send to clients that accept them. This
+//! runs offline, before or while the tree is served, at the highest levels; the server's own
+//! on-demand compression (`crate::ondemand`) covers files without a sibling, at faster ones.
 //!
 //! Rules of [`compress_dir`]:
 //! - The walk is recursive, does not follow symlinks (neither to directories nor to files: a

@@ -1,7 +1,7 @@
 //! `ferrohttpd-compress DIR [--min-size N] [--encodings br,zstd,gzip] [-v]`, also run as
 //! `ferrohttpd compress …`: writes precompressed siblings (`x.br`, `x.zst`, `x.gz`) beside the
-//! compressible files under DIR (see [`ferrohttpd::compress`]). A separate executable so the
-//! encoders stay out of the server's binary.
+//! compressible files under DIR (see [`ferrohttpd::compress`]). A separate executable, built
+//! with the `compression` feature (as the server's on-demand compression is).
 
 use std::process::ExitCode;
 

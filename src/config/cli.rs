@@ -599,6 +599,7 @@ mod tests {
         assert_eq!(c.dotfiles, DotfilePolicy::Allow);
         assert_eq!(c.symlinks, SymlinkPolicy::WithinRoot);
         assert!(c.listing);
+        assert!(!c.compression.on_demand, "thttpd never compresses");
         let c = thttpd(&["-D", "-p", "8000"]).unwrap();
         assert!(!c.thttpd.daemonize);
         assert_eq!(c.error_log, LogTarget::Std);

@@ -1087,6 +1087,36 @@ mod tests {
     }
 
     #[test]
+    fn compression_keys() {
+        use crate::http::encoding::Encoding;
+        let c = load(
+            "[compression]\non_demand = false\nencodings = [\"gzip\", \"zstd\", \"gzip\"]\ngzip_level = 9\n\
+             br_level = 0\nzstd_level = 19\nmin_size = 0\nmax_size = 1073741824\ncache_bytes = 0\ncache_entries = 7\n",
+        )
+        .unwrap();
+        let z = &c.compression;
+        assert!(!z.on_demand);
+        assert_eq!(z.encodings, [Encoding::Gzip, Encoding::Zstd]);
+        assert_eq!((z.gzip_level, z.br_level, z.zstd_level), (9, 0, 19));
+        assert_eq!((z.min_size, z.max_size, z.cache_bytes, z.cache_entries), (0, 1 << 30, 0, 7));
+        for (bad, key) in [
+            ("gzip_level = 0", "compression.gzip_level"),
+            ("br_level = 12", "compression.br_level"),
+            ("zstd_level = 20", "compression.zstd_level"),
+            ("max_size = 1073741825", "compression.max_size"),
+            ("min_size = -1", "compression.min_size"),
+            ("cache_entries = 1000001", "compression.cache_entries"),
+            ("encodings = [\"lzma\"]", "compression.encodings"),
+        ] {
+            let e = load(&format!("[compression]\n{bad}\n")).unwrap_err();
+            assert!(e.0.contains(key), "{bad}: {}", e.0);
+        }
+        // A build without the feature says so rather than ignoring the switch.
+        assert_eq!(load("[compression]\non_demand = true\n").is_ok(), cfg!(feature = "compression"));
+        assert_eq!(Config::default().compression.on_demand, cfg!(feature = "compression"));
+    }
+
+    #[test]
     fn empty_file_is_defaults() {
         let c = load("").unwrap();
         assert_eq!(c.keepalive_requests, Config::default().keepalive_requests);
