@@ -7,7 +7,10 @@ under `valgrind --tool=callgrind`, serving a 4 KiB file from a temporary root on
 and makes N requests of each kind with a Python client, then a run of one request: the
 difference divided by N - 1 is the cost of one more request, start-up excluded.
 
-    benches/instructions.py [--requests 2000] BINARY [BINARY ...]
+    benches/instructions.py [--requests 2000] [--file 4k.bin] [--accept-encoding AE] BINARY [BINARY ...]
+
+`--file` names the 4 KiB file served (its extension gives its type: `4k.html` is text, which
+on-demand compression applies to); `--accept-encoding` adds that request field.
 
 Kinds: `keep-alive` (N GETs on one connection) and `close` (N connections, one GET with
 `Connection: close` each). The kernel's share (90 % of the CPU here) is not counted: check
@@ -26,6 +29,13 @@ import time
 from pathlib import Path
 
 REQ = b"GET /4k.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: instructions.py\r\nAccept: */*\r\n"
+
+
+def request(name, accept_encoding):
+    req = REQ.replace(b"/4k.bin", b"/" + name.encode())
+    if accept_encoding:
+        req += b"Accept-Encoding: " + accept_encoding.encode() + b"\r\n"
+    return req
 
 
 def free_port():
@@ -54,17 +64,20 @@ def read_response(s, buf):
     return rest[length:]
 
 
+REQ_NOW = REQ
+
+
 def load(port, kind, n):
     if kind == "keep-alive":
         with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
             buf = b""
             for _ in range(n):
-                s.sendall(REQ + b"\r\n")
+                s.sendall(REQ_NOW + b"\r\n")
                 buf = read_response(s, buf)
     else:
         for _ in range(n):
             with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-                s.sendall(REQ + b"Connection: close\r\n\r\n")
+                s.sendall(REQ_NOW + b"Connection: close\r\n\r\n")
                 read_response(s, b"")
 
 
@@ -105,15 +118,22 @@ def count(binary, root, kind, n, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--file", default="4k.bin")
+    ap.add_argument("--accept-encoding")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
+    global REQ_NOW
+    REQ_NOW = request(args.file, args.accept_encoding)
     if args.requests < 2:
         sys.exit("--requests must be at least 2")
     with tempfile.TemporaryDirectory(prefix="ferro-instr-") as tmp:
         work = Path(tmp)
         root = work / "root"
         root.mkdir()
-        (root / "4k.bin").write_bytes(os.urandom(4096))
+        if args.file.endswith(".bin"):
+            (root / args.file).write_bytes(os.urandom(4096))
+        else:
+            (root / args.file).write_bytes((b"<p>some text, compressible</p>\n" * 200)[:4096])
         print(f"instructions per request (callgrind, {args.requests} requests minus 1)")
         print(f"{'binary':<50} {'keep-alive':>12} {'close':>12}")
         for b in args.binaries:

@@ -1279,6 +1279,7 @@ fn precompressed_older_siblings_are_ignored_and_the_feature_can_be_configured() 
 }
 
 #[test]
+#[cfg(feature = "compression")]
 fn compress_subcommand_writes_siblings_that_are_then_served() {
     let srv = Server::start("[cache]\nrevalidate = 0");
     let site = srv.root().join("site");
@@ -1353,6 +1354,7 @@ fn compress_subcommand_writes_siblings_that_are_then_served() {
 }
 
 #[test]
+#[cfg(feature = "compression")]
 fn compress_without_the_precompressor_says_what_is_missing() {
     // A copy of the server alone, with nothing in PATH: `compress` cannot find its executable
     // and must say so, not pretend to have compressed anything.

@@ -533,6 +533,7 @@ fn ferrohttpd_name_takes_the_same_flags() {
 }
 
 #[test]
+#[cfg(feature = "compression")]
 fn compress_subcommand() {
     let site = Site::new();
     let dir = site.dir().join("c");
