@@ -155,8 +155,13 @@ def main():
             f"[status]\nenabled = true\n[cache]\nmax_entries = {a.files + 100}\n"
             f"[compression]\ncache_bytes = {a.cache_bytes}\ncache_entries = {a.cache_entries}\n")
         proc = subprocess.Popen([a.binary, "--config", conf], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        line = proc.stdout.readline().decode()
-        port = int(re.search(r":(\d+)/", line).group(1))
+        port = None
+        while port is None:
+            line = proc.stdout.readline().decode()
+            if not line:
+                sys.exit("the server did not start")
+            m = re.search(r"listening on http://[^ ]*:(\d+)/", line)
+            port = m and int(m.group(1))
         pid = proc.pid
 
         print("## first request, later requests (4 KiB page, br)")

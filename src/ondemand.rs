@@ -10,9 +10,10 @@
 //!   nor under way. The loop never waits.
 //! - **Who compresses.** One thread of its own (a [`Worker`], started on the first job), not
 //!   the password verifier's: a job cannot be interrupted, and a 10 MB file at brotli 5 takes
-//!   about half a second, which would hold a waiting login that long (and a bcrypt cost-12
-//!   verification, 0.3 s, would hold compressions). The thread runs at a nice value 10 above
-//!   the process's, so on a one-core box the event loop keeps the CPU. It reads the file
+//!   0.5 to 2 s of CPU (2.0 s measured for random words), which would hold a waiting login
+//!   that long (and a bcrypt cost-12 verification, 0.3 s, would hold compressions). The
+//!   thread runs at a nice value 10 above the process's, so on a one-core box the event loop
+//!   keeps the CPU. It reads the file
 //!   through the kernel only (`sys::copy_mapped` for a mapping, `pread` for a descriptor):
 //!   a file truncated under it gives an error, never a `SIGBUS` (see `fs::cache::Body`).
 //! - **Bounded.** At most [`QUEUE`] jobs are in flight; past that a job is dropped (counted in
@@ -76,10 +77,11 @@ enum Source {
 }
 
 // SAFETY: the pointer of `Source::Mapped` is into a mapping owned by an `Rc<FileEntry>` that
-// the loop keeps in `OnDemand::pending` until this job's result has been received, so the
+// the loop keeps in `OnDemand::pending` until this job's result has been received (and never
+// releases when `OnDemand` is dropped with the job still in flight: see its `Drop`), so the
 // mapping outlives every use of the pointer on the worker thread; and the thread only hands
-// it to the kernel (`process_vm_readv`), which reports a missing page as an error instead of
-// faulting. Nothing else in a `Source` is tied to a thread.
+// it to the kernel (`process_vm_readv`), which reports a page gone from the file as an error
+// instead of faulting. Nothing else in a `Source` is tied to a thread.
 unsafe impl Send for Source {}
 
 /// One compression to do.
@@ -237,6 +239,16 @@ impl OnDemand {
     /// Compressed bytes the cache holds.
     pub fn bytes(&self) -> u64 {
         self.cache.bytes()
+    }
+}
+
+impl Drop for OnDemand {
+    /// Jobs still in flight may be reading their mappings: those are leaked, not unmapped
+    /// under the worker thread. This happens only when the loop ends (the process exits).
+    fn drop(&mut self) {
+        for (_, p) in self.pending.drain() {
+            std::mem::forget(p.source);
+        }
     }
 }
 

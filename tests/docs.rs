@@ -871,6 +871,7 @@ error = "logs/error.log"
 // -------------------------------------------------------------------------------------------
 // The Debian package
 
+#[cfg(feature = "compression")]
 fn build_deb(out: &Path) -> PathBuf {
     let o = run(
         Command::new("bash")
@@ -887,12 +888,14 @@ fn build_deb(out: &Path) -> PathBuf {
     deb
 }
 
+#[cfg(feature = "compression")]
 fn dpkg_deb(args: &[&str], deb: &Path) -> String {
     let o = run(Command::new("dpkg-deb").args(args).arg(deb), Duration::from_secs(30));
     assert!(o.status.success(), "dpkg-deb {args:?}: {}", text(&o.stderr));
     text(&o.stdout)
 }
 
+#[cfg(feature = "compression")]
 fn gunzip(p: &Path) -> String {
     let mut s = String::new();
     flate2::read::GzDecoder::new(fs::File::open(p).unwrap()).read_to_string(&mut s).unwrap();

@@ -11,6 +11,7 @@ use common::json::{parse_json, Json};
 use std::collections::HashSet;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
+#[cfg(feature = "compression")]
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::thread;

@@ -780,14 +780,9 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             z.cache_entries = cx.int("compression.cache_entries", &v, 0, 1_000_000)?;
         }
         if let Some(v) = c.on_demand {
-            if *v.get_ref() && !cfg!(feature = "compression") {
-                return cx.err(
-                    "compression.on_demand",
-                    v.span(),
-                    "this ferrohttpd was built without the `compression` feature",
-                );
-            }
-            z.on_demand = v.into_inner();
+            // A build without the feature has no encoders: the shipped file (which says
+            // `true`) still loads there, and only siblings are served (documented).
+            z.on_demand = v.into_inner() && cfg!(feature = "compression");
         }
     }
 
@@ -1111,8 +1106,11 @@ mod tests {
             let e = load(&format!("[compression]\n{bad}\n")).unwrap_err();
             assert!(e.0.contains(key), "{bad}: {}", e.0);
         }
-        // A build without the feature says so rather than ignoring the switch.
-        assert_eq!(load("[compression]\non_demand = true\n").is_ok(), cfg!(feature = "compression"));
+        // A build without the feature loads the shipped file, and compresses nothing.
+        assert_eq!(
+            load("[compression]\non_demand = true\n").unwrap().compression.on_demand,
+            cfg!(feature = "compression")
+        );
         assert_eq!(Config::default().compression.on_demand, cfg!(feature = "compression"));
     }
 
