@@ -102,6 +102,26 @@ fn the_served_path_decides_through_rewrites_clean_urls_fallback_and_symlinks() {
 }
 
 #[test]
+fn what_does_not_exist_under_a_prefix_is_not_revealed_without_the_password() {
+    let srv = server();
+    // A miss, and a directory without its slash, are challenged like the files there.
+    for path in ["/nothing.txt", "/private/nothing/", "/private"] {
+        let r = get(&srv, "b.example", path, "");
+        assert_eq!(r.status, 401, "{path}: {}", r.describe());
+    }
+    let r = get(&srv, "b.example", "/private", GOOD);
+    assert_eq!(r.status, 301, "{}", r.describe());
+    let r = get(&srv, "localhost", "/private/nothing.txt", "");
+    assert_eq!(r.status, 401, "{}", r.describe());
+    let r = get(&srv, "localhost", "/private/nothing.txt", GOOD);
+    assert_eq!(r.status, 404, "{}", r.describe());
+    // Outside every prefix a miss is still a plain 404 (here the fallback's HTML shell for
+    // clients that accept HTML, so ask for something else).
+    let r = get(&srv, "localhost", "/public/nothing.txt", "Accept: text/plain\r\n");
+    assert_eq!(r.status, 404, "{}", r.describe());
+}
+
+#[test]
 fn a_rule_can_be_for_one_virtual_host() {
     let srv = server();
     assert_eq!(get(&srv, "b.example", "/private/b.txt", "").status, 401);

@@ -128,10 +128,29 @@ impl Exchange {
             match self.route(cx, req, site.root, path) {
                 Routed::Serve(status) => routed = status,
                 Routed::Sent(status) => return status,
-                Routed::Error(status) => return self.error_response(cx, status, req, Some(&site)),
+                Routed::Error(status) => {
+                    // As for a miss below: under an `[[auth]]` prefix, the password first.
+                    if !cx.cfg.auth.is_empty() {
+                        if let Err(r) = self.auth_rules(cx, req, path, &RealPath::Same, &site) {
+                            return self.refuse(cx, req, r, &site);
+                        }
+                    }
+                    return self.error_response(cx, status, req, Some(&site));
+                }
             }
         }
-        match self.lookup(cx, &site, path) {
+        let found = self.lookup(cx, &site, path);
+        // `[[auth]]` covers everything under its prefix, as nginx's `auth_basic` in a
+        // `location` does: a miss, an error or a directory's slash redirect there is
+        // challenged before it is answered, so a client without the password cannot tell
+        // what exists under the prefix. (Files and listings are checked below, where the
+        // real path of a symbolic link is known.)
+        if !cx.cfg.auth.is_empty() && !matches!(found, Ok(Lookup::File(_) | Lookup::Directory(_))) {
+            if let Err(r) = self.auth_rules(cx, req, path, &RealPath::Same, &site) {
+                return self.refuse(cx, req, r, &site);
+            }
+        }
+        match found {
             Ok(Lookup::File(entry)) => {
                 if let Err(status) = self.check_access(cx, req, &entry.url_path, &entry.real_path, entry.mode, &site) {
                     return status;
