@@ -1033,6 +1033,11 @@ impl Server {
             Ok(()) => {
                 self.cx.error(format_args!("configuration reloaded"));
                 self.preload();
+                // HTTP/2 connections drain: GOAWAY, their streams finish, they close.
+                let drain: Vec<usize> = self.conns.iter_mut().filter_map(|(k, c)| c.go_away().then_some(k)).collect();
+                for key in drain {
+                    self.dispatch(key);
+                }
             }
             Err(e) => self.cx.error(format_args!("configuration reload failed, still serving the previous one: {e}")),
         }

@@ -5,14 +5,13 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::h2::*;
 use common::*;
 
 /// 32 MiB: past the cache's mapping limit, so sent from the file descriptor.
@@ -233,151 +232,8 @@ fn disabled_http2_is_http1_only() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hand-built frames
+// Hand-built frames (helpers in tests/common/h2.rs)
 // ---------------------------------------------------------------------------------------------
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut b = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    b.extend_from_slice(&stream.to_be_bytes());
-    b.extend_from_slice(payload);
-    b
-}
-
-/// A request header block: literal fields without indexing, no Huffman (RFC 7541 §6.2.2).
-fn block(fields: &[(&str, &str)]) -> Vec<u8> {
-    let mut b = Vec::new();
-    for (n, v) in fields {
-        assert!(n.len() < 127 && v.len() < 127);
-        b.push(0);
-        b.push(n.len() as u8);
-        b.extend_from_slice(n.as_bytes());
-        b.push(v.len() as u8);
-        b.extend_from_slice(v.as_bytes());
-    }
-    b
-}
-
-fn get_block(path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
-    let mut f = vec![(":method", "GET"), (":scheme", "http"), (":path", path), (":authority", "localhost")];
-    f.extend_from_slice(extra);
-    block(&f)
-}
-
-/// A connection past the preface and an empty SETTINGS (plus `settings` parameters).
-fn open(srv: &Server, settings: &[u8]) -> TcpStream {
-    let mut s = srv.connect();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut hello = PREFACE.to_vec();
-    hello.extend(frame(4, 0, 0, settings));
-    s.write_all(&hello).unwrap();
-    s
-}
-
-/// Reads until `n` streams have ended; each stream's status, body and whether it ended. The
-/// header blocks are decoded with the crate's HPACK decoder.
-fn responses(s: &mut TcpStream, n: usize, limit: Duration) -> HashMap<u32, (u16, Vec<u8>, bool)> {
-    let mut ends = 0;
-    let (frames, closed) = read_frames_for(s, limit, |f| {
-        ends += usize::from(f.2 != 0 && f.1 & 1 != 0);
-        ends == n
-    });
-    assert!(!closed, "closed after {ends} streams");
-    let mut dec = ferrohttpd::h2::hpack::Decoder::new(4096);
-    let mut got: HashMap<u32, (u16, Vec<u8>, bool)> = HashMap::new();
-    for (kind, flags, id, payload) in frames {
-        if id == 0 {
-            assert!(kind == 4 || kind == 8, "unexpected frame {kind} on the connection");
-            continue;
-        }
-        let e = got.entry(id).or_insert((0, Vec::new(), false));
-        match kind {
-            1 => {
-                assert_eq!(flags & 0x4, 0x4, "HEADERS without END_HEADERS");
-                dec.decode(&payload, 1 << 20, |n, v, _| {
-                    if n == b":status" {
-                        e.0 = std::str::from_utf8(v).unwrap().parse().unwrap();
-                    }
-                    Ok::<(), ()>(())
-                })
-                .unwrap();
-            }
-            0 => e.1.extend_from_slice(&payload),
-            _ => panic!("unexpected frame {kind} on {id}"),
-        }
-        e.2 |= flags & 1 != 0;
-    }
-    got
-}
-
-/// A frame as read: type, flags, stream, payload.
-type RawFrame = (u8, u8, u32, Vec<u8>);
-
-/// Reads frames until `stop` says so, EOF or 5 s; returns them (kind, flags, stream, payload)
-/// and whether the server closed.
-fn read_frames(s: &mut TcpStream, stop: impl FnMut(&RawFrame) -> bool) -> (Vec<RawFrame>, bool) {
-    read_frames_for(s, Duration::from_secs(5), stop)
-}
-
-/// [`read_frames`] for up to `limit`. Bytes after the frame `stop` accepted are lost: stop
-/// only where the server has nothing more to send.
-fn read_frames_for(
-    s: &mut TcpStream,
-    limit: Duration,
-    mut stop: impl FnMut(&RawFrame) -> bool,
-) -> (Vec<RawFrame>, bool) {
-    let mut buf = Vec::new();
-    let mut frames = Vec::new();
-    let deadline = Instant::now() + limit;
-    let mut chunk = [0u8; 65536];
-    loop {
-        while buf.len() >= 9 {
-            let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
-            if buf.len() < 9 + len {
-                break;
-            }
-            let f = (buf[3], buf[4], u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]), buf[9..9 + len].to_vec());
-            buf.drain(..9 + len);
-            let done = stop(&f);
-            frames.push(f);
-            if done {
-                return (frames, false);
-            }
-        }
-        if Instant::now() > deadline {
-            return (frames, false);
-        }
-        match s.read(&mut chunk) {
-            Ok(0) => return (frames, true),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
-                return (frames, false)
-            }
-            Err(_) => return (frames, true),
-        }
-    }
-}
-
-fn code(payload: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(payload[at..at + 4].try_into().unwrap())
-}
-
-const GOAWAY: u8 = 7;
-const RST_STREAM: u8 = 3;
-const PROTOCOL_ERROR: u32 = 1;
-const FRAME_SIZE_ERROR: u32 = 6;
-const REFUSED_STREAM: u32 = 7;
-
-/// The GOAWAY the server sends, then its close.
-fn expect_goaway(s: &mut TcpStream, want: u32) {
-    let (frames, _) = read_frames(s, |f| f.0 == GOAWAY);
-    let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no GOAWAY in {frames:?}"));
-    assert_eq!(code(&g.3, 4), want, "{frames:?}");
-    let (_, closed) = read_frames(s, |_| false);
-    assert!(closed, "the connection stays open after GOAWAY");
-}
 
 #[test]
 fn a_bad_preface_closes() {

@@ -127,6 +127,20 @@ pub struct Http2Settings {
     pub max_header_block: u32,
     /// The HPACK dynamic table the client's encoder may use (SETTINGS_HEADER_TABLE_SIZE).
     pub header_table_size: u32,
+    /// Our SETTINGS_INITIAL_WINDOW_SIZE and the connection window we open (request bodies).
+    pub initial_window_size: u32,
+    /// The client's preface and SETTINGS, and its acknowledgement of ours, must arrive
+    /// within this time of the connection becoming HTTP/2.
+    pub handshake_timeout: Duration,
+    /// A connection with no open stream is closed after this long (control frames such as
+    /// PING do not renew it).
+    pub idle_timeout: Duration,
+    /// Streams a client may reset before their response is complete (Rapid Reset); each
+    /// completed response earns one back.
+    pub reset_budget: u32,
+    /// Frames that do no work (PING, SETTINGS, PRIORITY, empty DATA and header fragments,
+    /// frames answered with RST_STREAM); each completed response earns one back.
+    pub flood_budget: u32,
 }
 
 impl Default for Http2Settings {
@@ -138,6 +152,11 @@ impl Default for Http2Settings {
             max_header_list_size: 16 * 1024,
             max_header_block: 64 * 1024,
             header_table_size: 4096,
+            initial_window_size: 65_535,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            reset_budget: 200,
+            flood_budget: 1000,
         }
     }
 }

@@ -48,6 +48,11 @@ struct RawHttp2 {
     max_header_list_size: S<i64>,
     max_header_block: S<i64>,
     header_table_size: S<i64>,
+    initial_window_size: S<i64>,
+    handshake_timeout: S<RawDuration>,
+    idle_timeout: S<RawDuration>,
+    reset_budget: S<i64>,
+    flood_budget: S<i64>,
 }
 
 /// An `[[auth]]` rule.
@@ -927,6 +932,21 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = h.header_table_size {
             c.header_table_size = cx.int("http2.header_table_size", &v, 4096, 65536)?;
         }
+        if let Some(v) = h.initial_window_size {
+            c.initial_window_size = cx.int("http2.initial_window_size", &v, 65_535, (1 << 31) - 1)?;
+        }
+        if let Some(v) = h.handshake_timeout {
+            c.handshake_timeout = cx.duration("http2.handshake_timeout", &v, 3600)?;
+        }
+        if let Some(v) = h.idle_timeout {
+            c.idle_timeout = cx.duration("http2.idle_timeout", &v, 86_400)?;
+        }
+        if let Some(v) = h.reset_budget {
+            c.reset_budget = cx.int("http2.reset_budget", &v, 10, 1_000_000)?;
+        }
+        if let Some(v) = h.flood_budget {
+            c.flood_budget = cx.int("http2.flood_budget", &v, 100, 1_000_000)?;
+        }
     }
 
     if let Some(rules) = raw.throttle {
@@ -1310,6 +1330,33 @@ mod tests {
         assert!(!r.tls.session_tickets && r.tls.redirect_http);
         assert_eq!((r.tls.ticket_lifetime, r.tls.session_cache), (Duration::from_secs(120), 0));
         assert_eq!(r.tls.ticket_key_file.as_deref(), Some(Path::new("/etc/t.key")));
+    }
+
+    #[test]
+    fn http2_keys() {
+        let d = load("").unwrap().http2;
+        assert_eq!(d, crate::config::Http2Settings::default());
+        let c = load(
+            "[http2]\ninitial_window_size = 1048576\nhandshake_timeout = \"2s\"\nidle_timeout = \"5m\"\n\
+             reset_budget = 50\nflood_budget = 100\n",
+        )
+        .unwrap()
+        .http2;
+        assert_eq!(c.initial_window_size, 1 << 20);
+        assert_eq!((c.handshake_timeout, c.idle_timeout), (Duration::from_secs(2), Duration::from_secs(300)));
+        assert_eq!((c.reset_budget, c.flood_budget), (50, 100));
+        let err = |s: &str| load(s).err().map(|e| e.0).unwrap_or_default();
+        for (bad, key) in [
+            ("initial_window_size = 65534", "http2.initial_window_size"),
+            ("initial_window_size = 2147483648", "http2.initial_window_size"),
+            ("handshake_timeout = 0", "http2.handshake_timeout"),
+            ("idle_timeout = \"2d\"", "http2.idle_timeout"),
+            ("reset_budget = 9", "http2.reset_budget"),
+            ("flood_budget = 99", "http2.flood_budget"),
+        ] {
+            let e = err(&format!("[http2]\n{bad}\n"));
+            assert!(e.starts_with(&format!("line 2: {key}:")), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub(super) struct H2 {
     resumed: bool,
     /// Lowercased field names of the head being converted.
     names: Vec<u8>,
+    /// [`Session::progress`] when the deadline was last set, and whether it was the idle one.
+    progress: u64,
+    idle: bool,
 }
 
 impl H2 {
@@ -129,6 +132,9 @@ fn limits(cx: &Ctx) -> session::Limits {
         max_header_block: h.max_header_block as usize,
         header_table_size: h.header_table_size,
         max_body: cx.cfg.max_body_discard,
+        initial_window: h.initial_window_size,
+        reset_budget: h.reset_budget,
+        flood_budget: h.flood_budget,
     }
 }
 
@@ -158,7 +164,7 @@ impl Conn {
         }
         self.rbuf = Some(big);
         self.phase = Phase::Head;
-        self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
+        self.deadline = cx.clock.now + cx.cfg.http2.handshake_timeout;
         self.h2 = Some(Box::new(H2 {
             session: Session::new(limits(cx)),
             events: Vec::new(),
@@ -168,6 +174,8 @@ impl Conn {
             jobs: Vec::new(),
             resumed: false,
             names: Vec::new(),
+            progress: 0,
+            idle: false,
         }));
     }
 
@@ -242,11 +250,19 @@ impl Conn {
     fn h2_wait(&mut self, cx: &mut Ctx, sleep: Option<Instant>) -> Drive {
         let Some(h) = &mut self.h2 else { return Drive::Close };
         let busy = h.session.active_streams() > 0 || h.out_pos < h.session.out.len();
-        // Busy, the write-stall deadline runs (renewed on progress, in h2_flush; a client
-        // that never opens its window meets it). Idle: the keep-alive deadline, and the
-        // buffers go, so an idle HTTP/2 connection holds only its session state.
+        // Until the handshake is done its deadline stands. Then, busy: the write-stall
+        // deadline, renewed only by progress (a request, body bytes, DATA queued), so a
+        // client that never opens its window meets it however often it pings. Idle: the
+        // idle deadline, set when the last stream ends and not renewed by control frames;
+        // the buffers go, so an idle HTTP/2 connection holds only its session state.
+        let progress = h.session.progress();
+        if h.session.handshaken() && (progress != h.progress || busy == h.idle) {
+            let t = if busy { cx.cfg.send_timeout } else { cx.cfg.http2.idle_timeout };
+            self.deadline = cx.clock.now + t;
+            h.progress = progress;
+            h.idle = !busy;
+        }
         if !busy {
-            self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
             h.session.out = Vec::new();
             h.out_pos = 0;
             if self.rstart == self.rend {
@@ -483,7 +499,6 @@ impl Conn {
                 Ok(n) => {
                     h.out_pos += n;
                     *budget = budget.saturating_sub(n);
-                    self.deadline = cx.clock.now + cx.cfg.send_timeout;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.writable = false;

@@ -327,6 +327,16 @@ impl Conn {
         false
     }
 
+    /// After a reload: an HTTP/2 connection gets GOAWAY (its SETTINGS and limits are the old
+    /// configuration's); its streams finish, then it closes and the client reconnects. An
+    /// HTTP/1.1 connection carries no such state and goes on. True: drive it now.
+    pub fn go_away(&mut self) -> bool {
+        #[cfg(feature = "http2")]
+        return self.h2_go_away();
+        #[cfg(not(feature = "http2"))]
+        false
+    }
+
     /// Gives buffers back to the pools, and throttle shares back, before the connection is
     /// dropped.
     pub fn release(&mut self, cx: &mut Ctx) {

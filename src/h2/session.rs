@@ -26,11 +26,17 @@
 //!   connection error sends GOAWAY with the last stream identifier seen, after which input is
 //!   ignored and [`Session::is_closing`] says to close once the output is flushed.
 //! * **Defences**: the header block cap (CONTINUATION flood), the header list cap (HPACK
-//!   bomb), the concurrency cap, and a budget of client resets (Rapid Reset): every stream
-//!   the client resets before its response is complete costs one, every completed response
-//!   earns one back, and an empty budget is GOAWAY ENHANCE_YOUR_CALM. Floods of SETTINGS and
-//!   PING cost output only as fast as the client reads it: the connection stops reading
-//!   while its output buffer is full.
+//!   bomb), the concurrency cap, and two budgets, each refilled by one with every completed
+//!   response, an empty one being GOAWAY ENHANCE_YOUR_CALM: client resets (Rapid Reset:
+//!   every stream the client resets before its response is complete costs one), and frames
+//!   that do no work (PING, SETTINGS, PRIORITY, unknown types, empty DATA and empty header
+//!   fragments, resets of closed streams, frames we answer with RST_STREAM: the PING,
+//!   SETTINGS, empty-frame and empty-CONTINUATION floods). Besides, floods cost output only
+//!   as fast as the client reads it: the connection stops reading while its output buffer is
+//!   full.
+//! * **Handshake and progress** for the connection's deadlines: [`Session::handshaken`]
+//!   (preface, SETTINGS, our SETTINGS acknowledged) and [`Session::progress`], which control
+//!   frames never move.
 
 use std::collections::HashMap;
 
@@ -50,10 +56,14 @@ pub struct Limits {
     /// Request body bytes a request waits for before it is answered anyway (HTTP/1.1's
     /// `max_body_discard`); the rest is refused when the response is complete.
     pub max_body: u64,
+    /// Our SETTINGS_INITIAL_WINDOW_SIZE, and the connection window we open: what a client
+    /// may send of request bodies before we replenish (at half).
+    pub initial_window: u32,
+    /// Streams the client may reset before their response is complete (Rapid Reset).
+    pub reset_budget: u32,
+    /// Frames that carry no request and no response progress (see [`Session::flood`]).
+    pub flood_budget: u32,
 }
-
-/// Resets before the Rapid Reset defence closes a connection (see the module docs).
-const RESET_BUDGET: u32 = 200;
 
 /// What [`Session::recv`] reports to the connection.
 #[derive(Debug)]
@@ -106,6 +116,12 @@ pub struct Session {
     /// A connection error was sent: close once `out` is flushed.
     closing: bool,
     resets: u32,
+    /// What is left of `flood_budget`.
+    flood: u32,
+    /// The client has acknowledged our SETTINGS.
+    acked: bool,
+    /// Counts request and response progress (see [`Session::progress`]).
+    progress: u64,
     /// Frames to send, in order.
     pub out: Vec<u8>,
     /// A reused field block buffer for responses.
@@ -125,12 +141,15 @@ impl Session {
             last_stream: 0,
             block: None,
             conn_send: i64::from(frame::DEFAULT_WINDOW),
-            conn_recv: i64::from(frame::DEFAULT_WINDOW),
+            conn_recv: i64::from(lim.initial_window),
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
             draining: false,
             closing: false,
-            resets: RESET_BUDGET,
+            resets: lim.reset_budget,
+            flood: lim.flood_budget,
+            acked: false,
+            progress: 0,
             out: Vec::new(),
             block_buf: Vec::new(),
         };
@@ -143,8 +162,28 @@ impl Session {
         if lim.header_table_size != 4096 {
             params.push(Setting { id: frame::SETTINGS_HEADER_TABLE_SIZE, value: lim.header_table_size });
         }
+        if lim.initial_window != frame::DEFAULT_WINDOW {
+            params.push(Setting { id: frame::SETTINGS_INITIAL_WINDOW_SIZE, value: lim.initial_window });
+        }
         frame::write_settings(&mut s.out, &params);
+        if lim.initial_window > frame::DEFAULT_WINDOW {
+            frame::write_window_update(&mut s.out, 0, lim.initial_window - frame::DEFAULT_WINDOW);
+        }
         s
+    }
+
+    /// True once the client's preface and SETTINGS have come and our SETTINGS were
+    /// acknowledged: until then the connection is under the handshake timeout.
+    pub fn handshaken(&self) -> bool {
+        self.got_settings && self.acked
+    }
+
+    /// A count that moves whenever a request is reported, request body bytes arrive or DATA
+    /// is queued: what renews a busy connection's deadline. Control frames (PING,
+    /// SETTINGS, WINDOW_UPDATE that opens no window for anything) do not move it, so a client
+    /// cannot hold a stalled stream, or an idle connection, by pinging.
+    pub fn progress(&self) -> u64 {
+        self.progress
     }
 
     /// True once a connection error was sent (or the graceful end is complete): close the
@@ -201,7 +240,12 @@ impl Session {
             if let Err(e) = self.frame(h, payload, events) {
                 match e {
                     Error::Connection(code) => self.fail(code),
-                    Error::Stream(id, code) => self.reset(id, code, events),
+                    Error::Stream(id, code) => {
+                        self.reset(id, code, events);
+                        if self.flood().is_err() {
+                            self.fail(Code::EnhanceYourCalm);
+                        }
+                    }
                 }
             }
         }
@@ -250,8 +294,14 @@ impl Session {
                 _ => return Err(Error::Connection(Code::Protocol)),
             }
         }
+        if Self::unproductive(&f) {
+            self.flood()?;
+        }
         match f {
-            Frame::Settings { ack: true, .. } => Ok(()),
+            Frame::Settings { ack: true, .. } => {
+                self.acked = true;
+                Ok(())
+            }
             Frame::Settings { ack: false, params } => {
                 for p in params {
                     p.check()?;
@@ -303,6 +353,9 @@ impl Session {
                     if self.resets == 0 {
                         return Err(Error::Connection(Code::EnhanceYourCalm));
                     }
+                } else {
+                    // A reset of a stream already closed does nothing: a flood frame.
+                    self.flood()?;
                 }
                 Ok(())
             }
@@ -348,6 +401,32 @@ impl Session {
         }
     }
 
+    /// Frames that cost us work and move nothing forward: PING, SETTINGS, PRIORITY,
+    /// unknown types, DATA that is empty and does not end its stream, and HEADERS or
+    /// CONTINUATION fragments that are empty and do not end their block (the empty
+    /// CONTINUATION flood, which the header block cap alone never meets).
+    fn unproductive(f: &Frame<'_>) -> bool {
+        match f {
+            Frame::Ping { .. } | Frame::Settings { .. } | Frame::Priority { .. } | Frame::Unknown { .. } => true,
+            Frame::Data { data, end_stream, .. } => data.is_empty() && !end_stream,
+            Frame::Headers { block, end_headers, .. } | Frame::Continuation { block, end_headers, .. } => {
+                block.is_empty() && !end_headers
+            }
+            _ => false,
+        }
+    }
+
+    /// Charges one frame to the flood budget (PING, SETTINGS and empty-frame floods, CVE-2019-9512,
+    /// -9515, -9518, and frames we must answer with RST_STREAM): every completed response earns
+    /// one back, and an empty budget is GOAWAY ENHANCE_YOUR_CALM.
+    fn flood(&mut self) -> Result<(), Error> {
+        self.flood = self.flood.saturating_sub(1);
+        if self.flood == 0 {
+            return Err(Error::Connection(Code::EnhanceYourCalm));
+        }
+        Ok(())
+    }
+
     /// A stream identifier never used yet.
     fn idle(&self, id: u32) -> bool {
         id > self.last_stream
@@ -389,8 +468,9 @@ impl Session {
         if self.conn_recv < 0 {
             return Err(Error::Connection(Code::FlowControl));
         }
-        if self.conn_recv < i64::from(frame::DEFAULT_WINDOW) / 2 {
-            let inc = i64::from(frame::DEFAULT_WINDOW) - self.conn_recv;
+        let window = i64::from(self.lim.initial_window);
+        if self.conn_recv < window / 2 {
+            let inc = window - self.conn_recv;
             frame::write_window_update(&mut self.out, 0, inc as u32);
             self.conn_recv += inc;
         }
@@ -405,13 +485,14 @@ impl Session {
             return Err(Error::Stream(id, Code::FlowControl));
         }
         s.received += len as u64;
+        self.progress += len as u64;
         if s.expect.is_some_and(|n| s.received > n) || (end_stream && s.expect.is_some_and(|n| s.received != n)) {
             return Err(Error::Stream(id, Code::Protocol));
         }
         if end_stream {
             s.remote_closed = true;
-        } else if s.recv_window < i64::from(frame::DEFAULT_WINDOW) / 2 {
-            let inc = i64::from(frame::DEFAULT_WINDOW) - s.recv_window;
+        } else if s.recv_window < window / 2 {
+            let inc = window - s.recv_window;
             frame::write_window_update(&mut self.out, id, inc as u32);
             s.recv_window += inc;
         }
@@ -450,30 +531,25 @@ impl Session {
             return Ok(());
         }
         if self.streams.len() >= self.lim.max_concurrent_streams as usize {
-            frame::write_rst_stream(&mut self.out, id, Code::RefusedStream);
-            return Ok(());
+            return self.refuse(id, Code::RefusedStream);
         }
         let expect = if too_large {
             None
         } else {
             match fields.validate() {
                 Ok(n) => n,
-                Err(_) => {
-                    frame::write_rst_stream(&mut self.out, id, Code::Protocol);
-                    return Ok(());
-                }
+                Err(_) => return self.refuse(id, Code::Protocol),
             }
         };
         if b.end_stream && expect.is_some_and(|n| n != 0) {
-            frame::write_rst_stream(&mut self.out, id, Code::Protocol);
-            return Ok(());
+            return self.refuse(id, Code::Protocol);
         }
         self.streams.insert(
             id,
             Stream {
                 remote_closed: b.end_stream,
                 send_window: i64::from(self.peer_initial_window),
-                recv_window: i64::from(frame::DEFAULT_WINDOW),
+                recv_window: i64::from(self.lim.initial_window),
                 expect,
                 received: 0,
                 requested: false,
@@ -491,6 +567,13 @@ impl Session {
         Ok(())
     }
 
+    /// A stream that is never opened (past the concurrency limit, or malformed): RST_STREAM,
+    /// charged to the flood budget.
+    fn refuse(&mut self, id: u32, code: Code) -> Result<(), Error> {
+        frame::write_rst_stream(&mut self.out, id, code);
+        self.flood()
+    }
+
     /// Reports a stream's request once its body has ended (so that a body which breaks
     /// `content-length` is an error before anything is answered), or once `max_body` of it
     /// has arrived (a longer one is not waited for).
@@ -499,6 +582,7 @@ impl Session {
         if s.remote_closed || s.received > self.lim.max_body {
             if let Some(fields) = s.pending.take() {
                 s.requested = true;
+                self.progress += 1;
                 events.push(Event::Request { stream: id, fields });
             }
         }
@@ -533,6 +617,7 @@ impl Session {
             self.enc.encode(name, value, &mut block);
         }
         frame::write_headers(&mut self.out, id, &block, end_stream, self.peer_max_frame);
+        self.progress += 1;
         self.block_buf = block;
         if end_stream {
             self.end_stream(id);
@@ -545,6 +630,7 @@ impl Session {
         let len = data.len();
         debug_assert!(len <= self.send_window(id) && len <= self.peer_max_frame);
         frame::write_data_header(&mut self.out, id, len, end_stream);
+        self.progress += 1;
         // The payload before anything `end_stream` queues (its RST_STREAM).
         self.out.extend_from_slice(data);
         self.conn_send -= len as i64;
@@ -563,7 +649,8 @@ impl Session {
             if !s.remote_closed {
                 frame::write_rst_stream(&mut self.out, id, Code::NoError);
             }
-            self.resets = (self.resets + 1).min(RESET_BUDGET);
+            self.resets = (self.resets + 1).min(self.lim.reset_budget);
+            self.flood = (self.flood + 1).min(self.lim.flood_budget);
         }
     }
 }
@@ -578,6 +665,9 @@ mod tests {
         max_header_block: 1024,
         header_table_size: 4096,
         max_body: 100,
+        initial_window: 65_535,
+        reset_budget: 200,
+        flood_budget: 50,
     };
 
     fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
@@ -889,14 +979,122 @@ mod tests {
     fn rapid_reset_is_cut_off() {
         let mut s = started();
         let mut id = 1;
-        while !s.is_closing() && id < 2 * RESET_BUDGET + 10 {
+        while !s.is_closing() && id < 2 * LIM.reset_budget + 10 {
             let mut input = frame(frame::HEADERS, 5, id, &get_block(&[]));
             input.extend(frame(frame::RST_STREAM, 0, id, b"\0\0\0\x08"));
             feed(&mut s, &input);
             id += 2;
         }
         assert_eq!(goaway_code(&s), Some(Code::EnhanceYourCalm as u32));
-        assert_eq!(id, 2 * RESET_BUDGET + 1);
+        assert_eq!(id, 2 * LIM.reset_budget + 1);
+    }
+
+    #[test]
+    fn the_handshake_ends_with_our_settings_acknowledged() {
+        let mut s = Session::new(LIM);
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(frame::SETTINGS, 0, 0, b""));
+        feed(&mut s, &input);
+        assert!(!s.handshaken());
+        feed(&mut s, &frame(frame::SETTINGS, frame::ACK, 0, b""));
+        assert!(s.handshaken());
+    }
+
+    #[test]
+    fn ping_settings_and_empty_frame_floods_are_cut_off() {
+        let ping = frame(frame::PING, 0, 0, b"abcdefgh");
+        let settings = frame(frame::SETTINGS, 0, 0, b"");
+        let empty_data = frame(frame::DATA, 0, 1, b"");
+        let priority = frame(frame::PRIORITY, 0, 3, b"\0\0\0\x01\x10");
+        let closed_rst = frame(frame::RST_STREAM, 0, 1, b"\0\0\0\x08");
+        for (name, flood, open) in [
+            ("ping", &ping, false),
+            ("settings", &settings, false),
+            ("empty data", &empty_data, true),
+            ("priority", &priority, false),
+            ("reset of a closed stream", &closed_rst, false),
+        ] {
+            let mut s = started();
+            // Stream 1 open, waiting for its body (or, for the resets, closed at once).
+            let flags = if open { frame::END_HEADERS } else { frame::END_HEADERS | frame::END_STREAM };
+            feed(&mut s, &frame(frame::HEADERS, flags, 1, &get_block(&[])));
+            if !open {
+                s.send_headers(1, 204, std::iter::empty(), true);
+            }
+            let mut n = 0;
+            while !s.is_closing() && n < 2 * LIM.flood_budget {
+                feed(&mut s, flood);
+                n += 1;
+            }
+            assert_eq!(goaway_code(&s), Some(Code::EnhanceYourCalm as u32), "{name}");
+            assert!(n <= LIM.flood_budget + 1, "{name}: {n}");
+        }
+    }
+
+    #[test]
+    fn an_endless_block_of_empty_continuations_is_cut_off() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::HEADERS, 0, 1, &get_block(&[])[..2]));
+        let mut n = 0;
+        while !s.is_closing() && n < 1000 {
+            feed(&mut s, &frame(frame::CONTINUATION, 0, 1, b""));
+            n += 1;
+        }
+        assert_eq!(goaway_code(&s), Some(Code::EnhanceYourCalm as u32));
+        assert!(n < LIM.flood_budget, "{n}");
+    }
+
+    #[test]
+    fn completed_responses_earn_flood_budget_back() {
+        let mut s = started();
+        let ping = frame(frame::PING, 0, 0, b"abcdefgh");
+        // Four times the budget in pings, but a response after each of them.
+        for i in 0..(4 * LIM.flood_budget) {
+            feed(&mut s, &ping);
+            let id = 2 * i + 1;
+            feed(&mut s, &frame(frame::HEADERS, 5, id, &get_block(&[])));
+            s.send_headers(id, 204, std::iter::empty(), true);
+        }
+        assert!(!s.is_closing());
+    }
+
+    #[test]
+    fn a_larger_initial_window_is_advertised_and_opened() {
+        let mut s = Session::new(Limits { initial_window: 1 << 20, ..LIM });
+        let f = frames(&s.out);
+        assert_eq!(f[0].0, frame::SETTINGS);
+        assert!(f[0].3.chunks(6).any(|p| p == [0, 4, 0, 0x10, 0, 0]), "{f:?}");
+        assert_eq!(
+            (f[1].0, f[1].2, &f[1].3[..]),
+            (frame::WINDOW_UPDATE, 0, &((1u32 << 20) - 65_535).to_be_bytes()[..])
+        );
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(frame::SETTINGS, 0, 0, b""));
+        feed(&mut s, &input);
+        s.out.clear();
+        feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS, 1, &get_block(&[])));
+        // 400 KiB of body before any update: within the window; none is due before half of it.
+        for _ in 0..25 {
+            feed(&mut s, &frame(frame::DATA, 0, 1, &[0; 16_384]));
+        }
+        assert!(!frames(&s.out).iter().any(|f| f.0 == frame::WINDOW_UPDATE), "{:?}", frames(&s.out));
+        for _ in 0..10 {
+            feed(&mut s, &frame(frame::DATA, 0, 1, &[0; 16_384]));
+        }
+        assert_eq!(frames(&s.out).iter().filter(|f| f.0 == frame::WINDOW_UPDATE).count(), 2);
+        assert!(!s.is_closing());
+    }
+
+    #[test]
+    fn progress_moves_with_requests_and_data_only() {
+        let mut s = started();
+        let p = s.progress();
+        feed(&mut s, &frame(frame::PING, 0, 0, b"abcdefgh"));
+        feed(&mut s, &frame(frame::SETTINGS, 0, 0, b""));
+        feed(&mut s, &frame(frame::WINDOW_UPDATE, 0, 0, b"\0\0\0\x01"));
+        assert_eq!(s.progress(), p);
+        feed(&mut s, &frame(frame::HEADERS, 5, 1, &get_block(&[])));
+        assert!(s.progress() > p);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! that exits on its own while a test is running makes that test fail.
 #![allow(dead_code)]
 
+#[cfg(feature = "http2")]
+pub mod h2;
 pub mod json;
 
 use std::fmt::Write as _;
