@@ -927,6 +927,9 @@ impl Server {
             if self.conns.get(key).is_some_and(Conn::awaiting_proxy) {
                 self.cx.counters.proxy_errors += 1;
             }
+            if let Some(c) = self.conns.get_mut(key) {
+                c.expire(&mut self.cx);
+            }
             self.close(key);
         }
     }

@@ -447,21 +447,41 @@ fn big_4mib(srv: &Server) -> Vec<u8> {
 // Timeouts
 // ---------------------------------------------------------------------------------------------
 
-/// How long until the server closes `s` (reading and dropping what it sends), with `tick`
-/// run every 100 ms; None if still open after 10 s.
-fn closed_after(s: &mut TcpStream, mut tick: impl FnMut(&mut TcpStream)) -> Option<Duration> {
+/// How long until the server closes `s` (None if still open after 10 s), with `tick` run
+/// every 100 ms meanwhile, and what it sent.
+fn closed_after(s: &mut TcpStream, mut tick: impl FnMut(&mut TcpStream)) -> (Option<Duration>, Vec<u8>) {
     let t = Instant::now();
     s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let mut buf = [0u8; 4096];
+    let mut got = Vec::new();
     while t.elapsed() < Duration::from_secs(10) {
         match s.read(&mut buf) {
-            Ok(0) => return Some(t.elapsed()),
-            Ok(_) => {}
+            Ok(0) => return (Some(t.elapsed()), got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => tick(s),
-            Err(_) => return Some(t.elapsed()),
+            Err(_) => return (Some(t.elapsed()), got),
         }
     }
-    None
+    (None, got)
+}
+
+/// The last frame in `bytes`, a stream of whole frames.
+fn last_frame(bytes: &[u8]) -> Option<RawFrame> {
+    let mut at = 0;
+    let mut last = None;
+    while at + 9 <= bytes.len() {
+        let len = (usize::from(bytes[at]) << 16) | (usize::from(bytes[at + 1]) << 8) | usize::from(bytes[at + 2]);
+        let end = (at + 9 + len).min(bytes.len());
+        last = Some((bytes[at + 3], bytes[at + 4], code(&bytes[at + 5..at + 9], 0), bytes[at + 9..end].to_vec()));
+        at += 9 + len;
+    }
+    last
+}
+
+/// The connection ended with GOAWAY and this code.
+fn ended_with_goaway(bytes: &[u8], want: u32) {
+    let f = last_frame(bytes).unwrap_or_else(|| panic!("nothing sent: {}", show(bytes)));
+    assert_eq!((f.0, code(&f.3, 4)), (GOAWAY, want), "{f:?}");
 }
 
 #[test]
@@ -472,26 +492,30 @@ fn handshake_timeout() {
         let d = d.unwrap_or_else(|| panic!("{what}: still open after 10 s"));
         assert!(d >= Duration::from_millis(800) && d < Duration::from_secs(5), "{what}: closed after {d:?}");
     };
-    // The preface alone, no SETTINGS.
+    // The preface alone, no SETTINGS: GOAWAY SETTINGS_TIMEOUT, then the close.
     let mut s = srv.connect();
     s.write_all(PREFACE).unwrap();
-    within(closed_after(&mut s, |_| {}), "preface only");
+    let (d, got) = closed_after(&mut s, |_| {});
+    within(d, "preface only");
+    ended_with_goaway(&got, SETTINGS_TIMEOUT);
     // The preface and SETTINGS, but ours never acknowledged, with PINGs meanwhile.
     let mut s = srv.connect();
     let mut hello = PREFACE.to_vec();
     hello.extend(frame(SETTINGS, 0, 0, b""));
     s.write_all(&hello).unwrap();
-    within(closed_after(&mut s, |s| drop(s.write_all(&frame(PING, 0, 0, b"12345678")))), "no SETTINGS ACK");
+    let (d, got) = closed_after(&mut s, |s| drop(s.write_all(&frame(PING, 0, 0, b"12345678"))));
+    within(d, "no SETTINGS ACK");
+    ended_with_goaway(&got, SETTINGS_TIMEOUT);
     // Part of the preface on a plain listener: an HTTP/1.1 head not yet complete, under
     // [http] header_timeout.
     let mut s = srv.connect();
     s.write_all(&PREFACE[..10]).unwrap();
-    within(closed_after(&mut s, |_| {}), "part of the preface");
+    within(closed_after(&mut s, |_| {}).0, "part of the preface");
     // A complete handshake is not cut at handshake_timeout.
     let mut s = srv.connect();
     s.write_all(&hello).unwrap();
     s.write_all(&frame(SETTINGS, 1, 0, b"")).unwrap();
-    let d = closed_after(&mut s, |_| {});
+    let (d, _) = closed_after(&mut s, |_| {});
     assert!(d.is_none(), "closed after {d:?} with idle_timeout 60 s");
 }
 
@@ -503,9 +527,12 @@ fn idle_timeout_is_not_renewed_by_pings() {
     let got = responses(&mut s, 1, Duration::from_secs(10));
     assert_eq!(got.get(&1).map(|r| r.0), Some(200));
     // A PING every 100 ms does not keep the idle connection open.
-    let d = closed_after(&mut s, |s| drop(s.write_all(&frame(PING, 0, 0, b"12345678"))));
+    let (d, got) = closed_after(&mut s, |s| drop(s.write_all(&frame(PING, 0, 0, b"12345678"))));
     let d = d.expect("still open after 10 s of PINGs");
     assert!(d >= Duration::from_millis(800) && d < Duration::from_secs(5), "closed after {d:?}");
+    // GOAWAY NO_ERROR naming the stream served first (RFC 9113 §9.1).
+    ended_with_goaway(&got, 0);
+    assert_eq!(last_frame(&got).map(|f| code(&f.3, 0)), Some(1));
     // A request does renew it: one every 500 ms for 3 s keeps the connection.
     let mut s = open(&srv, b"");
     let mut dec = ferrohttpd::h2::hpack::Decoder::new(4096);

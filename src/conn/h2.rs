@@ -190,6 +190,15 @@ impl Conn {
         }
     }
 
+    /// The deadline passed (handshake, idle, stalled): a last GOAWAY, written if the socket
+    /// takes it now; the connection is closed next either way.
+    pub(super) fn h2_expire(&mut self, cx: &mut Ctx) {
+        if self.h2.as_mut().is_some_and(|h| h.session.expire()) {
+            let mut budget = WRITE_BUDGET;
+            let _ = self.h2_flush(cx, &mut budget);
+        }
+    }
+
     pub(super) fn h2_resume(&mut self) {
         if let Some(h) = &mut self.h2 {
             h.resumed = true;

@@ -327,6 +327,15 @@ impl Conn {
         false
     }
 
+    /// Its deadline has passed and it is about to be closed: an HTTP/2 connection's last
+    /// GOAWAY goes out if the socket takes it at once (RFC 9113 §9.1).
+    pub fn expire(&mut self, cx: &mut Ctx) {
+        #[cfg(feature = "http2")]
+        self.h2_expire(cx);
+        #[cfg(not(feature = "http2"))]
+        let _ = cx;
+    }
+
     /// After a reload: an HTTP/2 connection gets GOAWAY (its SETTINGS and limits are the old
     /// configuration's); its streams finish, then it closes and the client reconnects. An
     /// HTTP/1.1 connection carries no such state and goes on. True: drive it now.

@@ -269,6 +269,19 @@ impl Session {
         }
     }
 
+    /// The connection's deadline has passed and it is being closed: GOAWAY, SETTINGS_TIMEOUT
+    /// if our SETTINGS were never acknowledged (§6.5.3), NO_ERROR otherwise. Nothing if the
+    /// client never completed its preface or a connection error was sent. True if queued.
+    pub fn expire(&mut self) -> bool {
+        if self.preface_left > 0 || self.closing {
+            return false;
+        }
+        let code = if self.acked { Code::NoError } else { Code::SettingsTimeout };
+        frame::write_goaway(&mut self.out, self.last_stream, code);
+        self.closing = true;
+        true
+    }
+
     /// Sends RST_STREAM and forgets the stream; reports it if a response was owed.
     pub fn reset(&mut self, id: u32, code: Code, events: &mut Vec<Event>) {
         frame::write_rst_stream(&mut self.out, id, code);
@@ -998,6 +1011,28 @@ mod tests {
         assert!(!s.handshaken());
         feed(&mut s, &frame(frame::SETTINGS, frame::ACK, 0, b""));
         assert!(s.handshaken());
+    }
+
+    #[test]
+    fn an_expired_connection_says_goodbye() {
+        // Our SETTINGS never acknowledged: SETTINGS_TIMEOUT.
+        let mut s = Session::new(LIM);
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(frame::SETTINGS, 0, 0, b""));
+        feed(&mut s, &input);
+        assert!(s.expire() && s.is_closing());
+        assert_eq!(goaway_code(&s), Some(Code::SettingsTimeout as u32));
+        // Idle after a request: NO_ERROR, naming it.
+        let mut s = started();
+        feed(&mut s, &frame(frame::SETTINGS, frame::ACK, 0, b""));
+        feed(&mut s, &frame(frame::HEADERS, 5, 1, &get_block(&[])));
+        s.send_headers(1, 204, std::iter::empty(), true);
+        s.out.clear();
+        assert!(s.expire());
+        assert_eq!(frames(&s.out), [(frame::GOAWAY, 0, 0, vec![0, 0, 0, 1, 0, 0, 0, 0])]);
+        // Not HTTP/2 yet, or already gone: nothing.
+        assert!(!Session::new(LIM).expire());
+        assert!(!s.expire());
     }
 
     #[test]

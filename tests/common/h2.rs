@@ -174,6 +174,7 @@ pub const WINDOW_UPDATE: u8 = 8;
 pub const CONTINUATION: u8 = 9;
 pub const END_STREAM: u8 = 0x1;
 pub const END_HEADERS: u8 = 0x4;
+pub const SETTINGS_TIMEOUT: u32 = 4;
 pub const STREAM_CLOSED: u32 = 5;
 pub const ENHANCE_YOUR_CALM: u32 = 11;
 /// SETTINGS_INITIAL_WINDOW_SIZE = 0: the server may send no DATA until a WINDOW_UPDATE.
