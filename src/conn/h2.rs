@@ -28,7 +28,11 @@
 //!   answered again when the connection resumes; the others go on meanwhile.
 //! * **Ends.** Each stream's response is logged (protocol `HTTP/2.0`) and counted when its
 //!   last frame is queued; a stream the client resets is logged with what was sent. Shutdown
-//!   sends GOAWAY: streams in flight finish, then the connection closes.
+//!   and reload send GOAWAY: streams in flight finish, then the connection closes.
+//! * **Deadlines** (`h2_wait`): `[http2] handshake_timeout` until the session is handshaken,
+//!   then `idle_timeout` with no stream open, `send_timeout` with streams open, renewed only
+//!   when the session reports progress (never by control frames, nor by the write path). An
+//!   expired connection gets a last GOAWAY if the socket takes it (`h2_expire`).
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
