@@ -13,4 +13,4 @@ if [ "${1:-}" = "--debug" ]; then
 	profile=
 fi
 # shellcheck disable=SC2086
-cargo test $profile --test h2_attacks -- --nocapture --test-threads 1 2>&1 | grep -E '^h2-attack|^test result|FAILED|panicked'
+cargo test $profile --test h2_attacks -- --nocapture --test-threads 1 2>&1 | grep -oE 'h2-attack.*|^test result.*|FAILED.*|panicked.*'

@@ -119,13 +119,20 @@ fn read_response(s: &mut TcpStream) -> (Vec<u8>, bool) {
     }
 }
 
-/// Runs `attack` while the other client runs; checks and prints the figures.
-fn under_attack(name: &str, srv: &Server, attack: impl FnOnce()) {
+/// Runs `attack` while the other client runs, again and again for at least a second (the
+/// defences cut most attacks off within milliseconds); checks and prints the figures.
+fn under_attack(name: &str, srv: &Server, mut attack: impl FnMut()) {
     let hwm = srv.status_kb("VmHWM");
     let b = Bystander::start(srv);
     // The other client is under way before the attack begins.
     thread::sleep(Duration::from_millis(50));
-    attack();
+    let t = Instant::now();
+    let mut rounds = 0;
+    while rounds == 0 || t.elapsed() < Duration::from_secs(1) {
+        attack();
+        rounds += 1;
+    }
+    println!("h2-attack {name:<24} {rounds} rounds in {:?}", t.elapsed());
     b.finish(name, srv, hwm);
 }
 
@@ -164,8 +171,7 @@ fn rapid_reset() {
         // arrived costs the flood budget instead (1000).
         let answered = frames.iter().filter(|f| f.0 == HEADERS).count();
         let last = frames.iter().find(|f| f.0 == GOAWAY).map_or(0, |g| code(&g.3, 0));
-        println!("h2-attack rapid reset: GOAWAY after stream {last}, {answered} streams answered");
-        assert!(last < 2 * 1300, "GOAWAY only after stream {last}");
+        assert!(last < 2 * 1300, "GOAWAY only after stream {last} ({answered} streams answered)");
     });
 }
 
@@ -397,8 +403,8 @@ fn stream_id_exhaustion() {
         assert_eq!(code(&g.3, 0), last, "the last stream processed");
         assert!([PROTOCOL_ERROR, STREAM_CLOSED].contains(&code(&g.3, 4)), "{g:?}");
         assert!(closed || read_frames(&mut s, |_| false).1);
-        // Many connections jumping straight to the top cost nothing more.
-        for _ in 0..200 {
+        // More connections jumping straight to the top cost nothing more.
+        for _ in 0..20 {
             let mut s = open(&srv, b"");
             s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, last, &get_block("/file.txt", &[]))).unwrap();
             s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &get_block("/file.txt", &[]))).unwrap();
