@@ -639,3 +639,22 @@ fn sighup_drains_http2_connections_and_serves_on() {
     assert_eq!(got.get(&1).map(|r| (r.0, &r.1[..])), Some((200, FILE_TXT)));
     assert_eq!(srv.get("/file.txt").body, FILE_TXT);
 }
+
+#[test]
+fn window_update_flood() {
+    // WINDOW_UPDATE frames cost no answer and are what a downloading client sends all along,
+    // so they are not in the flood budget: a client sending them as fast as it can gets its
+    // share of the event loop and no more.
+    let srv = Server::start("");
+    under_attack("window update flood", &srv, || {
+        let mut s = open(&srv, b"");
+        let c = chunks(200_000, 2000, |_| frame(WINDOW_UPDATE, 0, 0, &1u32.to_be_bytes()));
+        let mut w = s.try_clone().unwrap();
+        let writer = thread::spawn(move || c.iter().for_each(|b| w.write_all(b).unwrap()));
+        writer.join().unwrap();
+        // Still served: a request after the flood is answered.
+        s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &get_block("/file.txt", &[]))).unwrap();
+        let got = responses(&mut s, 1, Duration::from_secs(30));
+        assert_eq!(got.get(&1).map(|r| (r.0, &r.1[..])), Some((200, FILE_TXT)));
+    });
+}

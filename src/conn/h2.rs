@@ -55,6 +55,10 @@ use crate::sys;
 const OUT_HIGH: usize = 64 * 1024;
 /// The read buffer: room for two frames of the largest size we accept.
 const RBUF: usize = 2 * (frame::HEADER_LEN + frame::MIN_MAX_FRAME_SIZE as usize);
+/// Reads (of up to [`RBUF`] each) one drive makes before the other connections get their
+/// turn: a client that keeps its socket full of frames that need no answer (WINDOW_UPDATE)
+/// would otherwise hold the event loop, since only output counts against the write budget.
+const READ_TURNS: usize = 16;
 /// The most DATA bytes one frame carries, whatever the peer allows: streams take turns at
 /// this granularity.
 const CHUNK: usize = 16 * 1024;
@@ -222,12 +226,16 @@ impl Conn {
     pub(super) fn drive_h2(&mut self, cx: &mut Ctx) -> Drive {
         let mut budget = WRITE_BUDGET;
         let mut sleep = None;
+        let mut reads = 0;
         loop {
             let mut progress = false;
             // Input, unless the output is backed up.
             if self.h2.as_ref().is_some_and(|h| h.session.out.len() - h.out_pos < OUT_HIGH) {
                 match self.h2_read(cx) {
-                    Ok(p) => progress |= p,
+                    Ok(p) => {
+                        progress |= p;
+                        reads += usize::from(p);
+                    }
                     Err(()) => return Drive::Close,
                 }
             }
@@ -255,6 +263,9 @@ impl Conn {
             }
             if !progress {
                 return self.h2_wait(cx, sleep);
+            }
+            if reads >= READ_TURNS {
+                return Drive::Yield;
             }
         }
     }
