@@ -61,7 +61,9 @@ pub struct Limits {
     pub initial_window: u32,
     /// Streams the client may reset before their response is complete (Rapid Reset).
     pub reset_budget: u32,
-    /// Frames that carry no request and no response progress (see [`Session::flood`]).
+    /// Frames that do no work (PING, SETTINGS, PRIORITY, empty DATA and header fragments,
+    /// frames answered with RST_STREAM) the client may send; each completed response earns
+    /// one back.
     pub flood_budget: u32,
 }
 
