@@ -309,7 +309,12 @@ impl Conn {
     /// (A connection of a PROXY listener never counts as empty: it has had the header, or
     /// is waiting for it under its own deadline.)
     pub fn received_nothing(&self, eof: bool) -> bool {
-        self.phase == Phase::Idle && self.served == 0 && self.rend == 0 && self.peer_eof == eof && !self.proxied
+        let empty =
+            self.phase == Phase::Idle && self.served == 0 && self.rend == 0 && self.peer_eof == eof && !self.proxied;
+        // A TLS handshake in progress has received its ClientHello, and no plaintext yet.
+        #[cfg(feature = "tls")]
+        let empty = empty && !self.tls_received();
+        empty
     }
 
     /// True while nothing of a request has arrived: safe to close on shutdown.

@@ -102,6 +102,18 @@ impl Conn {
         }
     }
 
+    /// True for a TLS connection whose client has sent something. Before the first request
+    /// a TLS connection has no plaintext in its read buffer, handshake or not, so without
+    /// this a connection in mid-handshake would count as empty (`received_nothing`), and
+    /// the ghost rule (`Server::sort_out_ghosts`) would reset a fresh client whose address
+    /// and port had ended an empty connection in the last minute, just after the server's
+    /// first flight: a client that opens many connections (`openssl s_time -new`, a load
+    /// tool reconnecting) reuses its ports within that minute and saw one handshake in a
+    /// few thousand fail (BENCHMARKS.md, "HTTPS").
+    pub(super) fn tls_received(&self) -> bool {
+        matches!(&self.transport, Transport::Tls(t) if t.received)
+    }
+
     /// True for a connection without TLS.
     pub(super) fn is_plain(&self) -> bool {
         matches!(self.transport, Transport::Plain)
@@ -219,7 +231,7 @@ impl Conn {
                     self.peer_eof = true;
                     return Ok(true);
                 }
-                Ok(_) => {}
+                Ok(_) => t.received = true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Err(()),

@@ -117,6 +117,9 @@ pub struct TlsState {
     pub established: bool,
     /// The handshake failed and was counted as such.
     pub failed: bool,
+    /// Bytes came from the client (a ClientHello, or garbage): the connection is not empty,
+    /// although no plaintext may have reached the read buffer (`Conn::received_nothing`).
+    pub received: bool,
 }
 
 /// Counts a failed handshake by what went wrong (the status page's
@@ -151,6 +154,6 @@ impl TlsState {
     pub fn new(config: &Arc<ServerConfig>) -> Result<Box<TlsState>, rustls::Error> {
         let mut conn = rustls::ServerConnection::new(Arc::clone(config))?;
         conn.set_buffer_limit(Some(OUT_LIMIT));
-        Ok(Box::new(TlsState { conn, established: false, failed: false }))
+        Ok(Box::new(TlsState { conn, established: false, failed: false, received: false }))
     }
 }
