@@ -5,12 +5,13 @@
 //!   decrypted bytes into the connection's read buffer, where the HTTP/1.1 parser finds them
 //!   exactly as it finds plain ones. Nothing is read while a response is pending, so rustls
 //!   holds at most one TLS record of unread input (backpressure as for plain connections).
-//! * **Writing**: the head and up to [`CHUNK`] bytes of body are gathered into one stack
-//!   buffer and handed to rustls, which encrypts them into its outgoing buffer (one record
-//!   for a small response). Memory bodies are read in place; a mapped body is copied out of
-//!   the mapping by the kernel (`sys::copy_mapped`), so a file truncated under the server
-//!   gives `EFAULT` (close, entry dropped) and never SIGBUS, which is the mapping's invariant;
-//!   fd bodies are read with `pread` in the same bounded chunks. At most `tls::OUT_LIMIT`
+//! * **Writing**: the head and up to [`CHUNK`] bytes of body are handed to rustls together
+//!   (`write_vectored`), which copies them into one record (a small response is one record)
+//!   and encrypts it in place. Memory bodies are handed over in place; a mapped body is
+//!   copied out of the mapping by the kernel (`sys::copy_mapped`) into a per-process scratch
+//!   buffer, so a file truncated under the server gives `EFAULT` (close, entry dropped) and
+//!   never SIGBUS, which is the mapping's invariant; fd bodies are read with `pread` into
+//!   the same buffer, in the same bounded chunks. At most `tls::OUT_LIMIT`
 //!   bytes are encrypted ahead of the socket; they are flushed before more are encrypted, so
 //!   a slow reader costs its socket buffer plus that. Never `sendfile`: without kernel TLS
 //!   the kernel cannot encrypt (kTLS would plug in here: after the handshake, hand the
@@ -20,8 +21,9 @@
 //!   closes the connection (after rustls's alert, when it has one) without a log line.
 //! * **Kept out of the plain path**: the entry points `Conn::drive` calls (`fill_tls`,
 //!   `write_tls`, `tls_close_notify`) are never inlined. Inlined, rustls's record processing
-//!   and the 16 KiB record buffer gave `drive` a 32 KiB stack frame, probed page by page on
-//!   every wake-up of every connection, plain ones too, and kept resident.
+//!   and the 16 KiB record buffer it then had on the stack gave `drive` a 32 KiB stack frame,
+//!   probed page by page on every wake-up of every connection, plain ones too, and kept
+//!   resident.
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
@@ -272,16 +274,28 @@ impl Conn {
     /// Hands up to `OUT_LIMIT` bytes of head and body to rustls. `Ok(false)`: the response
     /// is all out; `Err`: sleep (rate limit) or close.
     fn encrypt_batch(&mut self, cx: &mut Ctx) -> Result<bool, WriteResult> {
+        let mut scratch = SCRATCH.take().unwrap_or_else(|| vec![0; CHUNK].into_boxed_slice());
+        let r = self.encrypt_batch_with(cx, &mut scratch);
+        SCRATCH.set(Some(scratch));
+        r
+    }
+
+    fn encrypt_batch_with(&mut self, cx: &mut Ctx, scratch: &mut [u8]) -> Result<bool, WriteResult> {
         let (mut cap, wake) = self.ex.rate_cap(cx);
-        let mut chunk = [0u8; CHUNK];
         let mut handed = 0;
         while handed < OUT_LIMIT {
+            let Transport::Tls(t) = &mut self.transport else { return Err(WriteResult::Closed) };
             let head = &self.ex.head[self.ex.head_pos..];
-            let h = head.len().min(CHUNK);
-            chunk[..h].copy_from_slice(&head[..h]);
-            let room = (CHUNK - h).min(cap);
-            let body = self.gather(cx, &mut chunk[h..h + room])?;
-            let n = h + body;
+            let head = &head[..head.len().min(CHUNK)];
+            let body = match next_body(&self.ex.body, (CHUNK - head.len()).min(cap), scratch) {
+                Ok(Some(b)) => b,
+                Ok(None) => return Err(self.truncated(cx)),
+                Err(e) => {
+                    cx.error(format_args!("read error while sending a file: {e}"));
+                    return Err(WriteResult::Closed);
+                }
+            };
+            let (h, n) = (head.len(), head.len() + body.len());
             if n == 0 {
                 if self.body_left() == 0 {
                     return Ok(handed > 0);
@@ -292,8 +306,14 @@ impl Conn {
                 // Only a rate limit holds the body back here, and it says when to go on.
                 return Err(WriteResult::Sleep(wake.unwrap_or(cx.clock.now + std::time::Duration::from_millis(10))));
             }
-            let Transport::Tls(t) = &mut self.transport else { return Err(WriteResult::Closed) };
-            let took = match t.conn.writer().write(&chunk[..n]) {
+            // One record of head and body: rustls copies both into it and encrypts in place.
+            let both = [io::IoSlice::new(head), io::IoSlice::new(body)];
+            let parts = match (h, body.len()) {
+                (0, _) => &both[1..],
+                (_, 0) => &both[..1],
+                _ => &both[..],
+            };
+            let took = match t.conn.writer().write_vectored(parts) {
                 Ok(k) => k,
                 Err(e) => {
                     cx.error(format_args!("tls write to {}: {e}", self.peer));
@@ -329,57 +349,52 @@ impl Conn {
             Body::File { pos, end, .. } => end - pos,
         }
     }
+}
 
-    /// Copies the next body bytes (at most `out.len()`) into `out`, without moving the
-    /// cursor. A file that shrank closes the connection.
-    fn gather(&mut self, cx: &mut Ctx, out: &mut [u8]) -> Result<usize, WriteResult> {
-        if out.is_empty() {
-            return Ok(0);
-        }
-        let result = match &self.ex.body {
-            Body::None => return Ok(0),
-            Body::Mem { buf, pos } => {
-                let n = (buf.len() - pos).min(out.len());
-                out[..n].copy_from_slice(&buf[*pos..*pos + n]);
-                return Ok(n);
+thread_local! {
+    /// Where mapped and fd body bytes go on their way to rustls: one record's worth, made
+    /// once per process. (A stack array, zeroed for every batch, cost 32 KiB of memset per
+    /// response and a 16 KiB stack frame; bytes in memory are handed over in place.)
+    static SCRATCH: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
+/// The next body bytes (at most `room`), without moving the cursor: in place for bytes in
+/// memory (an error page, a cached listing); copied into `scratch` by the kernel for a
+/// mapping (`sys::copy_mapped`: a page gone with a truncation is `EFAULT` there, not
+/// SIGBUS), read with `pread` for a descriptor. `Ok(None)`: the file shrank under the server.
+fn next_body<'a>(body: &'a Body, room: usize, scratch: &'a mut [u8]) -> io::Result<Option<&'a [u8]>> {
+    let room = room.min(scratch.len());
+    let got = match body {
+        Body::None => return Ok(Some(&[])),
+        Body::Mem { buf, pos } => return Ok(Some(&buf[*pos..(*pos + room).min(buf.len())])),
+        Body::Mapped { entry, pos, end } => {
+            let n = (end - pos).min(room);
+            if n == 0 {
+                return Ok(Some(&[]));
             }
-            Body::Mapped { entry, pos, end } => {
-                let n = (end - pos).min(out.len());
-                if n == 0 {
-                    return Ok(0);
-                }
-                match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
-                    // A rendering (a cached listing) is ordinary memory.
-                    (cache::Body::Memory(_), Some(src)) => {
-                        out[..n].copy_from_slice(src);
-                        return Ok(n);
-                    }
-                    // The kernel copies out of the mapping: a page gone with a truncation is
-                    // EFAULT here, not SIGBUS.
-                    (_, Some(src)) => sys::copy_mapped(src, &mut out[..n]),
-                    // The range is inside the entry by construction; if it were not, the
-                    // response cannot be completed: as for a truncation.
-                    (_, None) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-                }
-            }
-            Body::File { entry, pos, end, .. } => {
-                let cache::Body::Fd(file) = &entry.body else { return Err(WriteResult::Closed) };
-                let n = usize::try_from(end - pos).unwrap_or(usize::MAX).min(out.len());
-                if n == 0 {
-                    return Ok(0);
-                }
-                file.read_at(&mut out[..n], *pos)
-            }
-        };
-        match result {
-            Ok(0) => Err(self.truncated(cx)),
-            Ok(n) => Ok(n),
-            Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Err(self.truncated(cx)),
-            Err(e) => {
-                cx.error(format_args!("read error while sending a file: {e}"));
-                Err(WriteResult::Closed)
+            match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
+                // A rendering (a cached listing) is ordinary memory.
+                (cache::Body::Memory(_), Some(src)) => return Ok(Some(src)),
+                (_, Some(src)) => sys::copy_mapped(src, &mut scratch[..n]),
+                // The range is inside the entry by construction; if it were not, the
+                // response cannot be completed: as for a truncation.
+                (_, None) => return Ok(None),
             }
         }
+        Body::File { entry, pos, end, .. } => {
+            let cache::Body::Fd(file) = &entry.body else { return Ok(None) };
+            let n = usize::try_from(end - pos).unwrap_or(usize::MAX).min(room);
+            if n == 0 {
+                return Ok(Some(&[]));
+            }
+            file.read_at(&mut scratch[..n], *pos)
+        }
+    };
+    match got {
+        Ok(0) => Ok(None),
+        Ok(n) => Ok(Some(&scratch[..n])),
+        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
