@@ -187,13 +187,31 @@ pub fn ignore_sigpipe() {
 /// must not touch: a page that a truncation took away is `EFAULT` here, where a plain read
 /// would be SIGBUS and kill the server. Used by TLS, which must encrypt the bytes itself.
 pub fn copy_mapped(src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
+    copy_mapped_in(ThisProcess::now(), src, dst)
+}
+
+/// This process's id, for [`copy_mapped_in`]: taken once (a `getpid`, a system call of its own
+/// per copy otherwise) by state that never outlives the process that took it, such as a
+/// connection's (connections are made after any fork, in the process that serves them).
+#[derive(Clone, Copy)]
+pub struct ThisProcess(libc::pid_t);
+
+impl ThisProcess {
+    pub fn now() -> ThisProcess {
+        // SAFETY: getpid has no preconditions.
+        ThisProcess(unsafe { libc::getpid() })
+    }
+}
+
+/// [`copy_mapped`] with the process id already at hand.
+pub fn copy_mapped_in(me: ThisProcess, src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
     let n = src.len().min(dst.len());
     let local = libc::iovec { iov_base: dst.as_mut_ptr().cast(), iov_len: n };
     let remote = libc::iovec { iov_base: src.as_ptr() as *mut libc::c_void, iov_len: n };
     // SAFETY: `local` describes `n` writable bytes of `dst`, borrowed mutably for the call;
     // `remote` describes `n` bytes of `src` in this same process, which the kernel only
     // reads (faults there become EFAULT or a short count, not a signal).
-    let r = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    let r = unsafe { libc::process_vm_readv(me.0, &local, 1, &remote, 1, 0) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
