@@ -12,8 +12,8 @@ difference divided by N - 1 is the cost of one more request, start-up excluded.
 `--file` names the 4 KiB file served (its extension gives its type: `4k.html` is text, which
 on-demand compression applies to); `--accept-encoding` adds that request field.
 
-Kinds: `keep-alive` (N GETs on one connection) and `close` (N connections, one GET with
-`Connection: close` each). The kernel's share (90 % of the CPU here) is not counted: check
+Kinds: `keep-alive` (N GETs on one connection, `keepalive_requests` raised to allow them)
+and `close` (N connections, one GET with `Connection: close` each). The kernel's share (90 % of the CPU here) is not counted: check
 system calls per request with `strace -c` separately. Needs `valgrind`.
 """
 
@@ -86,6 +86,7 @@ def count(binary, root, kind, n, work):
     conf = work / f"c{port}.toml"
     conf.write_text(
         f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
+        f'[http]\nkeepalive_requests = {n + 1}\n\n'
         f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
     )
     out = work / f"callgrind.{port}"
