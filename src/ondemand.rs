@@ -45,6 +45,7 @@ use std::sync::Arc;
 use crate::background::Worker;
 use crate::config::CompressionSettings;
 use crate::fs::cache::{self, Body, FileEntry};
+use crate::fs::lru::Lru;
 use crate::http::encoding::Encoding;
 
 /// Jobs in flight (queued or running) at most.
@@ -256,26 +257,15 @@ impl Drop for OnDemand {
 fn variant(src: &FileEntry, encoding: Encoding, level: i32, bytes: Vec<u8>) -> FileEntry {
     let inner = src.etag.strip_suffix('"').unwrap_or(&src.etag);
     let etag = format!("{inner}-{}{level}\"", encoding.token());
-    FileEntry {
-        dev: src.dev,
-        ino: src.ino,
-        size: bytes.len() as u64,
-        mtime: src.mtime,
-        mtime_nsec: src.mtime_nsec,
-        ctime: src.ctime,
-        uid: src.uid,
-        gid: src.gid,
-        url_path: src.url_path.clone(),
-        content_type: src.content_type.clone(),
-        validator_fields: cache::validator_fields(&etag, src.last_modified.as_deref()),
-        etag: etag.into_boxed_str(),
-        last_modified_secs: src.last_modified_secs,
-        last_modified: src.last_modified.clone(),
-        mode: src.mode,
-        real_path: src.real_path.clone(),
-        no_variants_until: std::cell::Cell::new(None),
-        body: Body::Memory(bytes.into_boxed_slice()),
-    }
+    FileEntry::new(
+        src.stat(),
+        src.url_path.clone(),
+        src.content_type.clone(),
+        etag,
+        src.last_modified_secs,
+        src.real_path.clone(),
+        Body::Memory(bytes.into_boxed_slice()),
+    )
 }
 
 /// The worker thread's side: compress one job.
@@ -416,47 +406,25 @@ enum State {
     Ready(Rc<FileEntry>),
 }
 
-/// One file's variants.
+/// One file's variants; its weight in the [`Lru`] is the compressed bytes of the ready ones.
 struct Slot {
-    key: Box<str>,
     /// The identity `ETag` of the version the variants are of.
     source: Box<str>,
     /// By `Encoding::index`.
     states: [State; 3],
     /// This version saved less than 5 %: not tried again.
     no_gain: bool,
-    /// Compressed bytes of the ready variants.
-    bytes: u64,
-    prev: usize,
-    next: usize,
 }
-
-const NIL: usize = usize::MAX;
 
 /// The variants made, per file (key: the file cache's path key), bounded by compressed bytes
 /// and by files, least recently requested evicted first (LRU).
 pub struct VariantCache {
-    max_bytes: u64,
-    max_entries: usize,
-    map: HashMap<Box<str>, usize>,
-    slots: slab::Slab<Slot>,
-    /// Most recently used end.
-    head: usize,
-    tail: usize,
-    bytes: u64,
+    slots: Lru<Slot>,
 }
 
 impl VariantCache {
     pub fn new(max_bytes: u64, max_entries: usize) -> VariantCache {
-        VariantCache {
-            max_bytes,
-            max_entries,
-            map: HashMap::new(),
-            slots: slab::Slab::new(),
-            head: NIL,
-            tail: NIL,
-            bytes: 0,
-        }
+        VariantCache { slots: Lru::new(max_entries, max_bytes) }
     }
 
     pub fn len(&self) -> usize {
@@ -468,101 +436,81 @@ impl VariantCache {
     }
 
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.slots.weight()
     }
 
     fn can_hold(&self) -> bool {
-        self.max_entries > 0 && self.max_bytes > 0
+        self.slots.max_weight() > 0 && self.slots.can_hold(0)
     }
 
     fn set_bounds(&mut self, max_bytes: u64, max_entries: usize) {
-        self.max_bytes = max_bytes;
-        self.max_entries = max_entries;
-        while self.slots.len() > max_entries || self.bytes > max_bytes {
-            self.remove(self.tail);
-        }
+        self.slots.set_bounds(max_entries, max_bytes);
     }
 
     /// The slot of `key` for version `source`, marked as just used; a slot of another
     /// version is dropped.
     fn get(&mut self, key: &str, source: &str) -> Option<&Slot> {
         let i = self.find(key, source)?;
-        self.touch(i);
-        Some(&self.slots[i])
+        self.slots.touch(i);
+        Some(self.slots.get(i))
     }
 
     /// The slot of `key` for version `source`, not marked as used (for results).
     fn get_mut(&mut self, key: &str, source: &str) -> Option<&mut Slot> {
-        let &i = self.map.get(key)?;
-        (*self.slots[i].source == *source).then(|| &mut self.slots[i])
+        let i = self.slots.find(key)?;
+        let slot = self.slots.get_mut(i);
+        (*slot.source == *source).then_some(slot)
     }
 
     fn find(&mut self, key: &str, source: &str) -> Option<usize> {
-        let &i = self.map.get(key)?;
-        if *self.slots[i].source == *source {
+        let i = self.slots.find(key)?;
+        if *self.slots.get(i).source == *source {
             return Some(i);
         }
-        self.remove(i);
+        self.slots.remove(i);
         None
     }
 
-    /// The slot of `key` for version `source`, created (evicting the least recently used)
-    /// if there is none or only one of another version. `None` when nothing can be kept.
-    fn slot(&mut self, key: &str, source: &str) -> Option<&mut Slot> {
+    /// The handle of `key`'s slot for version `source`, created (evicting the least recently
+    /// used) if there is none or only one of another version. `None` when nothing can be kept.
+    fn slot_index(&mut self, key: &str, source: &str) -> Option<usize> {
         if let Some(i) = self.find(key, source) {
-            return Some(&mut self.slots[i]);
+            return Some(i);
         }
         if !self.can_hold() {
             return None;
         }
-        while self.slots.len() >= self.max_entries && self.tail != NIL {
-            self.remove(self.tail);
-        }
-        let i = self.slots.insert(Slot {
-            key: key.into(),
-            source: source.into(),
-            states: Default::default(),
-            no_gain: false,
-            bytes: 0,
-            prev: NIL,
-            next: NIL,
-        });
-        self.map.insert(key.into(), i);
-        self.link_front(i);
-        Some(&mut self.slots[i])
+        let slot = Slot { source: source.into(), states: Default::default(), no_gain: false };
+        self.slots.insert(key, slot, 0)
+    }
+
+    /// The slot of `key` for version `source`, created as [`VariantCache::slot_index`] does.
+    fn slot(&mut self, key: &str, source: &str) -> Option<&mut Slot> {
+        let i = self.slot_index(key, source)?;
+        Some(self.slots.get_mut(i))
     }
 
     /// Stores a finished variant, evicting other files' variants to make room. Dropped when
     /// it alone is over the byte budget, or when the file's slot is of another version now.
     fn set_ready(&mut self, key: &str, source: &str, e: usize, v: Rc<FileEntry>) {
         let size = v.size;
-        if size > self.max_bytes {
+        if !self.slots.can_hold(size) {
             self.clear_pending(key, source, e);
             return;
         }
-        match self.map.get(key) {
-            Some(&i) if *self.slots[i].source != *source => return,
-            _ => {}
+        if self.slots.find(key).is_some_and(|i| *self.slots.get(i).source != *source) {
+            return;
         }
-        let Some(slot) = self.slot(key, source) else { return };
-        let old = match std::mem::replace(&mut slot.states[e], State::Ready(v)) {
+        let Some(i) = self.slot_index(key, source) else { return };
+        let old = match std::mem::replace(&mut self.slots.get_mut(i).states[e], State::Ready(v)) {
             State::Ready(old) => old.size,
             _ => 0,
         };
-        slot.bytes = slot.bytes - old + size;
-        self.bytes = self.bytes - old + size;
-        let Some(&i) = self.map.get(key) else { return };
-        // Make room without evicting the slot itself.
-        self.unlink(i);
-        while self.bytes > self.max_bytes && self.tail != NIL {
-            self.remove(self.tail);
-        }
-        self.link_front(i);
-        if self.bytes > self.max_bytes {
+        let bytes = self.slots.weight_of(i) - old;
+        if !self.slots.set_weight(i, bytes + size) {
             // The file's own other variants leave no room: this one is not kept.
-            self.slots[i].states[e] = State::Absent;
-            self.slots[i].bytes -= size;
-            self.bytes -= size;
+            self.slots.get_mut(i).states[e] = State::Absent;
+            self.slots.set_weight(i, bytes);
         }
     }
 
@@ -584,102 +532,33 @@ impl VariantCache {
             }
         }
     }
-
-    fn remove(&mut self, i: usize) {
-        self.unlink(i);
-        let slot = self.slots.remove(i);
-        self.bytes -= slot.bytes;
-        self.map.remove(&slot.key);
-    }
-
-    fn touch(&mut self, i: usize) {
-        if self.head != i {
-            self.unlink(i);
-            self.link_front(i);
-        }
-    }
-
-    fn link_front(&mut self, i: usize) {
-        self.slots[i].prev = NIL;
-        self.slots[i].next = self.head;
-        if self.head != NIL {
-            self.slots[self.head].prev = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
-        }
-    }
-
-    fn unlink(&mut self, i: usize) {
-        let (prev, next) = (self.slots[i].prev, self.slots[i].next);
-        if prev != NIL {
-            self.slots[prev].next = next;
-        } else if self.head == i {
-            self.head = next;
-        }
-        if next != NIL {
-            self.slots[next].prev = prev;
-        } else if self.tail == i {
-            self.tail = prev;
-        }
-        self.slots[i].prev = NIL;
-        self.slots[i].next = NIL;
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::cache::FileStat;
     use crate::fs::resolve::RealPath;
     use proptest::prelude::*;
     use std::io::Read;
 
     fn fake(size: usize) -> Rc<FileEntry> {
-        Rc::new(FileEntry {
-            dev: 1,
-            ino: 2,
-            size: size as u64,
-            mtime: 3,
-            mtime_nsec: 4,
-            ctime: (5, 6),
-            uid: 0,
-            gid: 0,
-            url_path: "/x".into(),
-            content_type: "text/plain".into(),
-            etag: "\"2-3-4\"".into(),
-            last_modified_secs: None,
-            last_modified: None,
-            mode: 0o644,
-            real_path: RealPath::Same,
-            no_variants_until: std::cell::Cell::new(None),
-            validator_fields: Box::new([]),
-            body: Body::Memory(vec![b'x'; size].into_boxed_slice()),
-        })
+        let stat =
+            FileStat { dev: 1, ino: 2, len: 0, mtime: 3, mtime_nsec: 4, ctime: (5, 6), uid: 0, gid: 0, mode: 0o644 };
+        let body = Body::Memory(vec![b'x'; size].into_boxed_slice());
+        Rc::new(FileEntry::new(stat, "/x".into(), "text/plain".into(), "\"2-3-4\"".into(), None, RealPath::Same, body))
     }
 
-    /// Every invariant of the cache's bookkeeping.
+    /// Every invariant of the cache's bookkeeping: the list's ([`Lru::check`]), and each
+    /// file's weight is the bytes of its ready variants.
     fn check(c: &VariantCache) {
-        assert!(c.len() <= c.max_entries, "{} entries over {}", c.len(), c.max_entries);
-        assert!(c.bytes <= c.max_bytes, "{} bytes over {}", c.bytes, c.max_bytes);
-        assert_eq!(c.map.len(), c.slots.len());
-        let mut sum = 0;
-        for (i, s) in c.slots.iter() {
-            assert_eq!(c.map.get(&s.key), Some(&i));
-            let ready: u64 = s.states.iter().map(|st| if let State::Ready(v) = st { v.size } else { 0 }).sum();
-            assert_eq!(ready, s.bytes);
-            sum += s.bytes;
+        c.slots.check();
+        for key in c.slots.keys_by_recency() {
+            let i = c.slots.find(key).unwrap();
+            let ready: u64 =
+                c.slots.get(i).states.iter().map(|st| if let State::Ready(v) = st { v.size } else { 0 }).sum();
+            assert_eq!(ready, c.slots.weight_of(i));
         }
-        assert_eq!(sum, c.bytes);
-        // The list holds every slot once, in both directions.
-        let (mut n, mut i, mut last) = (0, c.head, NIL);
-        while i != NIL {
-            assert_eq!(c.slots[i].prev, last);
-            last = i;
-            i = c.slots[i].next;
-            n += 1;
-        }
-        assert_eq!((n, last), (c.len(), c.tail));
     }
 
     #[test]

@@ -33,27 +33,12 @@ use crate::fs::resolve::{self, DotfilePolicy, RealPath, ResolveError};
 use crate::http::conditional::{self, Conditions, Outcome, Validators};
 use crate::http::encoding::{self, Encoding};
 use crate::http::media::{self, ImageFormat};
+use crate::http::mime::Negotiation;
 use crate::http::range::{self, ByteRange, Multipart, RangeSpec};
 use crate::http::request::{Method, Request};
 use crate::http::response::{error_body, Head};
 use crate::server::Ctx;
 use crate::status;
-
-/// Content types worth looking for precompressed siblings of.
-fn compressible(content_type: &str) -> bool {
-    content_type.starts_with("text/")
-        || content_type.starts_with("application/json")
-        || content_type.starts_with("application/javascript")
-        || content_type.starts_with("application/xml")
-        || content_type.starts_with("application/xhtml+xml")
-        || content_type.starts_with("application/manifest+json")
-        || content_type.starts_with("application/ld+json")
-        || content_type.starts_with("application/wasm")
-        || content_type.starts_with("image/svg+xml")
-        || content_type.starts_with("image/vnd.microsoft.icon")
-        || content_type.starts_with("application/atom+xml")
-        || content_type.starts_with("application/rss+xml")
-}
 
 /// Which document root and cache key space a request uses.
 struct Site {
@@ -80,6 +65,15 @@ enum Refusal {
 /// A sibling chosen to be sent instead of the file: a precompressed one (with its encoding),
 /// or an image in another format (no encoding: its own Content-Type).
 type Variant = (Rc<FileEntry>, Option<Encoding>);
+
+/// What [`Exchange::sibling`] found.
+enum Sibling {
+    /// No file, or one older than the original.
+    Absent,
+    /// A fresh file this request may not have.
+    Refused,
+    Usable(Rc<FileEntry>),
+}
 
 /// Which request field the choice of representation depended on (for `Vary`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -424,8 +418,11 @@ impl Exchange {
     /// is at least as new, and passes every [`Exchange::policy`] the file itself does (a private
     /// `page.html.gz` beside a public `page.html` is not sent). Without one, the on-demand
     /// variant ([`on_demand_variant`]) when the file is compressed on demand. Returns it and
-    /// whether any variant exists that some client could get (for `Vary`). JPEG, PNG and GIF
-    /// files get [`Exchange::pick_image`] instead.
+    /// whether any variant exists that some client could get (for `Vary`). A file found to
+    /// have no sibling is not looked at again for the shorter of `[cache] revalidate` and
+    /// `negative` (`FileEntry::no_variants_until`). JPEG, PNG and GIF files get
+    /// [`Exchange::pick_image`] instead. What kind of file it is was decided when its cache
+    /// entry was built (`FileEntry::negotiation`).
     fn pick_variant(
         &mut self,
         cx: &mut Ctx,
@@ -433,55 +430,76 @@ impl Exchange {
         entry: &Rc<FileEntry>,
         site: &Site,
     ) -> Result<(Option<Variant>, Vary), Refusal> {
-        if cx.cfg.image_negotiate && media::negotiable(&entry.content_type) {
-            return self.pick_image(cx, req, entry, site);
+        match entry.negotiation {
+            Negotiation::Image if cx.cfg.image_negotiate => return self.pick_image(cx, req, entry, site),
+            Negotiation::Compress => {}
+            Negotiation::Image | Negotiation::None => return Ok((None, Vary::No)),
         }
-        if (cx.cfg.precompressed.is_empty() && !on_demand(cx, entry)) || !compressible(&entry.content_type) {
+        if cx.cfg.precompressed.is_empty() && !on_demand(cx, entry) {
             return Ok((None, Vary::No));
         }
-        let mut accepted = std::mem::take(&mut cx.encodings);
-        encoding::acceptable(req.accept_encoding.as_deref(), &cx.cfg.precompressed, &mut accepted);
-        let mut any = false;
-        let mut chosen = None;
-        let mut sibling_path = std::mem::take(&mut cx.sibling);
-        for i in 0..cx.cfg.precompressed.len() {
-            let enc = cx.cfg.precompressed[i];
-            sibling_path.clear();
-            sibling_path.push_str(&entry.url_path);
-            sibling_path.push_str(enc.suffix());
-            let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) else { continue };
-            let newer = (sib.mtime, sib.mtime_nsec) >= (entry.mtime, entry.mtime_nsec);
-            if !newer {
-                continue;
-            }
-            // `x.gz` beside `x`, neither reached through a symlink: the same directory, whose
-            // `.htpasswd` was just checked for `x`; no second look at it.
-            let same_dir = sib.real_path == RealPath::Same && entry.real_path == RealPath::Same;
-            match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site, !same_dir) {
-                Ok(()) => {}
-                // The answer must not depend on how busy the verifier is: wait, or refuse.
-                Err(r @ (Refusal::Pending(_) | Refusal::Busy)) => {
-                    cx.sibling = sibling_path;
-                    cx.encodings = accepted;
-                    return Err(r);
-                }
-                Err(_) => continue,
-            }
-            any = true;
+        let (chosen, any) = if cx.cfg.precompressed.is_empty() || no_siblings_known(cx, entry) {
+            (None, false)
+        } else {
+            let mut accepted = std::mem::take(&mut cx.encodings);
+            encoding::acceptable(req.accept_encoding.as_deref(), &cx.cfg.precompressed, &mut accepted);
+            let (fresh_for, n) = (cx.cfg.cache_revalidate.min(cx.cfg.cache_negative), cx.cfg.precompressed.len());
             // `accepted` is best first (client q-values, then the server's order).
-            if let Some(rank) = accepted.iter().position(|&a| a == enc) {
+            let found = self.best_sibling(cx, req, entry, site, fresh_for, n, |cx, i| {
+                let enc = cx.cfg.precompressed[i];
+                (enc.suffix(), Some(enc), accepted.iter().position(|&a| a == enc))
+            });
+            cx.encodings = accepted;
+            found?
+        };
+        #[cfg(feature = "compression")]
+        if chosen.is_none() && on_demand(cx, entry) {
+            return Ok((on_demand_variant(cx, req, entry, site), Vary::AcceptEncoding));
+        }
+        Ok((chosen, if any { Vary::AcceptEncoding } else { Vary::No }))
+    }
+
+    /// The best of `entry`'s `n` siblings: `candidate(cx, i)` gives the `i`th one's suffix,
+    /// its encoding (none for an image format) and its rank in what the client accepts (none:
+    /// not acceptable). Returns the acceptable usable ([`Exchange::sibling`]) sibling of the
+    /// best rank, and whether any sibling is usable at all (for `Vary`). A search that finds no
+    /// fresh sibling file remembers it for `fresh_for` (`FileEntry::no_variants_until`, see
+    /// [`no_siblings_known`]); a sibling this request may not have still counts as found, since
+    /// authentication differs by request.
+    #[allow(clippy::too_many_arguments)]
+    fn best_sibling(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        entry: &FileEntry,
+        site: &Site,
+        fresh_for: Duration,
+        n: usize,
+        candidate: impl Fn(&Ctx, usize) -> (&'static str, Option<Encoding>, Option<usize>),
+    ) -> Result<(Option<Variant>, bool), Refusal> {
+        let (mut any, mut seen) = (false, false);
+        let mut chosen: Option<(Rc<FileEntry>, Option<Encoding>, usize)> = None;
+        for i in 0..n {
+            let (suffix, enc, rank) = candidate(cx, i);
+            let sib = match self.sibling(cx, req, entry, site, suffix)? {
+                Sibling::Absent => continue,
+                Sibling::Refused => {
+                    seen = true;
+                    continue;
+                }
+                Sibling::Usable(sib) => sib,
+            };
+            (any, seen) = (true, true);
+            if let Some(rank) = rank {
                 if chosen.as_ref().is_none_or(|(_, _, r)| rank < *r) {
                     chosen = Some((sib, enc, rank));
                 }
             }
         }
-        cx.sibling = sibling_path;
-        cx.encodings = accepted;
-        #[cfg(feature = "compression")]
-        if chosen.is_none() && on_demand(cx, entry) {
-            return Ok((on_demand_variant(cx, req, entry, site), Vary::AcceptEncoding));
+        if !seen {
+            entry.no_variants_until.set(Some(cx.clock.now + fresh_for));
         }
-        Ok((chosen.map(|(s, e, _)| (s, Some(e))), if any { Vary::AcceptEncoding } else { Vary::No }))
+        Ok((chosen.map(|(s, e, _)| (s, e)), any))
     }
 
     /// Finds the image variant to send instead of `entry` (a JPEG, PNG or GIF), if any:
@@ -499,48 +517,48 @@ impl Exchange {
         entry: &Rc<FileEntry>,
         site: &Site,
     ) -> Result<(Option<Variant>, Vary), Refusal> {
-        let now = cx.clock.now;
-        if entry.no_variants_until.get().is_some_and(|until| now < until) {
+        if no_siblings_known(cx, entry) {
             return Ok((None, Vary::No));
         }
         let wanted = media::acceptable_images(req.accept.as_deref(), &entry.content_type);
-        let mut any = false;
-        // A sibling file was found, whether or not this request may have it (authentication
-        // differs by request: only a file with no fresh sibling at all is remembered as such).
-        let mut seen = false;
-        let mut chosen: Option<(Rc<FileEntry>, usize)> = None;
-        let mut sibling_path = std::mem::take(&mut cx.sibling);
-        for format in [ImageFormat::Avif, ImageFormat::Webp] {
-            sibling_path.clear();
-            sibling_path.push_str(&entry.url_path);
-            sibling_path.push_str(format.suffix());
-            let Ok(Lookup::File(sib)) = self.lookup(cx, site, &sibling_path) else { continue };
-            if (sib.mtime, sib.mtime_nsec) < (entry.mtime, entry.mtime_nsec) {
-                continue;
-            }
-            seen = true;
-            // As in `pick_variant`: a sibling in the very same directory shares its `.htpasswd`.
-            let same_dir = sib.real_path == RealPath::Same && entry.real_path == RealPath::Same;
-            match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site, !same_dir) {
-                Ok(()) => {}
-                Err(r @ (Refusal::Pending(_) | Refusal::Busy)) => {
-                    cx.sibling = sibling_path;
-                    return Err(r);
-                }
-                Err(_) => continue,
-            }
-            any = true;
-            if let Some(rank) = wanted.iter().position(|&w| w == Some(format)) {
-                if chosen.as_ref().is_none_or(|(_, r)| rank < *r) {
-                    chosen = Some((sib, rank));
-                }
-            }
+        const FORMATS: [ImageFormat; 2] = [ImageFormat::Avif, ImageFormat::Webp];
+        let fresh_for = cx.cfg.cache_revalidate;
+        let (chosen, any) = self.best_sibling(cx, req, entry, site, fresh_for, FORMATS.len(), |_, i| {
+            (FORMATS[i].suffix(), None, wanted.iter().position(|&w| w == Some(FORMATS[i])))
+        })?;
+        Ok((chosen, if any { Vary::Accept } else { Vary::No }))
+    }
+
+    /// The sibling `entry`'s URL path + `suffix` (`x.gz`, `x.jpg.avif`), if it is a file at
+    /// least as new as `entry` and passes every [`Exchange::policy`] the file itself does. A
+    /// verification in flight or a busy verifier is `Err`: the answer must not depend on how
+    /// busy the verifier is, so the request waits or is refused.
+    fn sibling(
+        &mut self,
+        cx: &mut Ctx,
+        req: &Request<'_>,
+        entry: &FileEntry,
+        site: &Site,
+        suffix: &str,
+    ) -> Result<Sibling, Refusal> {
+        let mut path = std::mem::take(&mut cx.sibling);
+        path.clear();
+        path.push_str(&entry.url_path);
+        path.push_str(suffix);
+        let found = self.lookup(cx, site, &path);
+        cx.sibling = path;
+        let Ok(Lookup::File(sib)) = found else { return Ok(Sibling::Absent) };
+        if (sib.mtime, sib.mtime_nsec) < (entry.mtime, entry.mtime_nsec) {
+            return Ok(Sibling::Absent);
         }
-        cx.sibling = sibling_path;
-        if !seen {
-            entry.no_variants_until.set(Some(now + cx.cfg.cache_revalidate));
+        // `x.gz` beside `x`, neither reached through a symlink: the same directory, whose
+        // `.htpasswd` was just checked for `x`; no second look at it.
+        let same_dir = sib.real_path == RealPath::Same && entry.real_path == RealPath::Same;
+        match self.policy(cx, req, &sib.url_path, &sib.real_path, sib.mode, site, !same_dir) {
+            Ok(()) => Ok(Sibling::Usable(sib)),
+            Err(r @ (Refusal::Pending(_) | Refusal::Busy)) => Err(r),
+            Err(_) => Ok(Sibling::Refused),
         }
-        Ok((chosen.map(|(s, _)| (s, None)), if any { Vary::Accept } else { Vary::No }))
     }
 
     fn file_response(&mut self, cx: &mut Ctx, req: &Request<'_>, entry: Rc<FileEntry>, site: &Site) -> u16 {
@@ -554,7 +572,8 @@ impl Exchange {
             None => (entry.clone(), None),
         };
         // A content coding keeps the file's type; an image variant has its own.
-        let content_type: &str = if encoding.is_some() { &entry.content_type } else { &rep.content_type };
+        let typed: &FileEntry = if encoding.is_some() { &entry } else { &rep };
+        let content_type: &str = &typed.content_type;
         let conds = Conditions {
             if_match: req.if_match.as_deref(),
             if_none_match: req.if_none_match.as_deref(),
@@ -613,7 +632,7 @@ impl Exchange {
             h.number("Content-Length", mp.content_length());
             Some(mp)
         } else {
-            h.field("Content-Type", content_type.as_bytes());
+            h.rendered(typed.content_type_field());
             match ranges.first() {
                 Some(&r) => {
                     let mut cr = Vec::with_capacity(48);
@@ -622,12 +641,12 @@ impl Exchange {
                     h.number("Content-Length", r.len());
                 }
                 None => {
-                    h.number("Content-Length", size);
+                    h.rendered(rep.length_field());
                 }
             }
             None
         };
-        h.field("Accept-Ranges", b"bytes");
+        h.rendered(b"Accept-Ranges: bytes\r\n");
         representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
         h.finish(self.keep, req.minor);
         if head_only || size == 0 {
@@ -837,6 +856,12 @@ impl Exchange {
     }
 }
 
+/// Whether `entry` was found to have no sibling variant recently enough to skip looking
+/// again (`FileEntry::no_variants_until`): before the client's field is even parsed.
+fn no_siblings_known(cx: &Ctx, entry: &FileEntry) -> bool {
+    entry.no_variants_until.get().is_some_and(|until| cx.clock.now < until)
+}
+
 /// Whether `entry` is compressed on demand (`[compression] on_demand`, its size).
 fn on_demand(cx: &Ctx, entry: &FileEntry) -> bool {
     #[cfg(feature = "compression")]
@@ -852,6 +877,8 @@ fn on_demand(cx: &Ctx, entry: &FileEntry) -> bool {
 /// client accepts, if any (the best one is queued when it is not; `crate::ondemand`).
 #[cfg(feature = "compression")]
 fn on_demand_variant(cx: &mut Ctx, req: &Request<'_>, entry: &Rc<FileEntry>, site: &Site) -> Option<Variant> {
+    // Without the field no coding is acceptable: nothing to choose or to queue.
+    req.accept_encoding.as_ref()?;
     let mut accepted = std::mem::take(&mut cx.encodings);
     encoding::acceptable(req.accept_encoding.as_deref(), &cx.cfg.compression.encodings, &mut accepted);
     let space = site.root.map_or(0, |i| i + 1);
@@ -893,10 +920,10 @@ fn representation_headers(
     match vary {
         Vary::No => {}
         Vary::AcceptEncoding => {
-            h.field("Vary", b"Accept-Encoding");
+            h.rendered(b"Vary: Accept-Encoding\r\n");
         }
         Vary::Accept => {
-            h.field("Vary", b"Accept");
+            h.rendered(b"Vary: Accept\r\n");
         }
     }
     let mut cache_control: Option<&str> = None;
@@ -953,13 +980,5 @@ mod tests {
         assert_eq!(strip_port("a.example"), "a.example");
         assert_eq!(strip_port("[::1]:80"), "[::1]");
         assert_eq!(strip_port("[::1]"), "[::1]");
-    }
-
-    #[test]
-    fn compressible_types() {
-        assert!(compressible("text/html; charset=utf-8"));
-        assert!(compressible("image/svg+xml"));
-        assert!(!compressible("image/png"));
-        assert!(!compressible("application/octet-stream"));
     }
 }

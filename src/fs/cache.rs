@@ -27,7 +27,6 @@
 //! `sendmsg` buffers. See [`Body::Mapped`] for why that matters.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::rc::Rc;
@@ -36,8 +35,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use memmap2::Mmap;
 
 use super::listing::{self, ListOptions, View};
+use super::lru::Lru;
 use super::resolve::{self, DocRoot, RealPath, ResolveError, ResolveOptions, Resolved};
-use crate::http::mime::MimeTypes;
+use crate::http::mime::{MimeTypes, Negotiation};
 
 /// Where a cached file's bytes come from.
 pub enum Body {
@@ -87,6 +87,12 @@ pub struct FileEntry {
     /// The URL path of the file served (the index file for a directory).
     pub url_path: Box<str>,
     pub content_type: Box<str>,
+    /// `Content-Type: <content_type>` and `Content-Length: <size>` with their CRLFs, rendered
+    /// once, each its own slice: `content_type_field` ends at `length_at`.
+    pub fields: Box<[u8]>,
+    pub length_at: usize,
+    /// What this file may be sent as instead (by its Content-Type), decided once.
+    pub negotiation: Negotiation,
     /// Strong validator: `"<inode>-<size>-<mtime ns>"` in hex.
     pub etag: Box<str>,
     /// mtime as seconds, unless it is 0 or 1 (reproducible-build stores).
@@ -100,27 +106,128 @@ pub struct FileEntry {
     /// `ETag` and `Last-Modified` fields with their CRLFs.
     pub validator_fields: Box<[u8]>,
     pub body: Body,
-    /// Until when this file is known to have no image variant (`conn::serve` looked for
-    /// `x.jpg.avif` and `x.jpg.webp` and found neither, or only older ones): until then a request
-    /// for it costs no sibling lookup, so an image without variants is served at the cost it
-    /// had before negotiation existed. A rebuilt entry starts unknown.
+    /// Until when this file is known to have no sibling variant (`conn::serve` looked for
+    /// `x.jpg.avif` and `x.jpg.webp`, or for `x.br`, `x.zst` and `x.gz`, and found none, or only
+    /// older ones): until then a request for it costs no sibling lookup, so a file without
+    /// variants is served at the cost it had before negotiation existed. A rebuilt entry
+    /// starts unknown.
     pub no_variants_until: Cell<Option<Instant>>,
 }
 
+/// What an entry keeps of its file's (or directory's) metadata: identity, size, times, owner
+/// and mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStat {
+    pub dev: u64,
+    pub ino: u64,
+    /// The length `Metadata` gives; an entry's own `size` is its body's when that is in memory.
+    pub len: u64,
+    pub mtime: i64,
+    pub mtime_nsec: i64,
+    pub ctime: (i64, i64),
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+}
+
+impl FileStat {
+    pub fn of(m: &Metadata) -> FileStat {
+        FileStat {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode(),
+        }
+    }
+}
+
 impl FileEntry {
+    /// The entry for `body`, described by `stat`, served as `url_path` with `content_type`
+    /// and validators `etag` and `last_modified_secs`: every derived field (the size, the
+    /// `Last-Modified` date, the rendered validator fields) is computed here, once. Its size
+    /// is the body's length when it is in memory (a mapping's length, never a stale `fstat`'s),
+    /// else `stat.len`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        stat: FileStat,
+        url_path: Box<str>,
+        content_type: Box<str>,
+        etag: String,
+        last_modified_secs: Option<u64>,
+        real_path: RealPath,
+        body: Body,
+    ) -> FileEntry {
+        let size = body.bytes().map_or(stat.len, |b| b.len() as u64);
+        let last_modified =
+            last_modified_secs.map(|s| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(s)).into_boxed_str());
+        let mut fields = Vec::with_capacity(content_type.len() + 48);
+        fields.extend_from_slice(b"Content-Type: ");
+        fields.extend_from_slice(content_type.as_bytes());
+        fields.extend_from_slice(b"\r\n");
+        let length_at = fields.len();
+        fields.extend_from_slice(b"Content-Length: ");
+        fields.extend_from_slice(itoa::Buffer::new().format(size).as_bytes());
+        fields.extend_from_slice(b"\r\n");
+        FileEntry {
+            dev: stat.dev,
+            ino: stat.ino,
+            size,
+            mtime: stat.mtime,
+            mtime_nsec: stat.mtime_nsec,
+            ctime: stat.ctime,
+            uid: stat.uid,
+            gid: stat.gid,
+            url_path,
+            fields: fields.into_boxed_slice(),
+            length_at,
+            negotiation: Negotiation::of(&content_type),
+            content_type,
+            validator_fields: validator_fields(&etag, last_modified.as_deref()),
+            etag: etag.into_boxed_str(),
+            last_modified_secs,
+            last_modified,
+            mode: stat.mode,
+            real_path,
+            body,
+            no_variants_until: Cell::new(None),
+        }
+    }
+
+    /// `Content-Type: <content_type>` and its CRLF.
+    pub fn content_type_field(&self) -> &[u8] {
+        &self.fields[..self.length_at]
+    }
+
+    /// `Content-Length: <size>` and its CRLF (for the whole body).
+    pub fn length_field(&self) -> &[u8] {
+        &self.fields[self.length_at..]
+    }
+
+    /// What this entry keeps of its file's metadata (`len`: its size).
+    pub fn stat(&self) -> FileStat {
+        FileStat {
+            dev: self.dev,
+            ino: self.ino,
+            len: self.size,
+            mtime: self.mtime,
+            mtime_nsec: self.mtime_nsec,
+            ctime: self.ctime,
+            uid: self.uid,
+            gid: self.gid,
+            mode: self.mode,
+        }
+    }
+
     /// Whether `m` describes the file this entry was built from, unchanged: same inode, size
     /// and mtime (the content), and same mode, owner and ctime (what the access checks use:
     /// a `chmod` or `chown` must take effect at the next revalidation, not never).
     fn same_file(&self, m: &Metadata) -> bool {
-        self.dev == m.dev()
-            && self.ino == m.ino()
-            && self.size == m.len()
-            && self.mtime == m.mtime()
-            && self.mtime_nsec == m.mtime_nsec()
-            && self.mode == m.mode()
-            && self.uid == m.uid()
-            && self.gid == m.gid()
-            && self.ctime == (m.ctime(), m.ctime_nsec())
+        self.stat() == FileStat::of(m)
     }
 }
 
@@ -188,17 +295,12 @@ impl DirState {
     }
 }
 
+/// A cached value and when it was last checked against the filesystem; its weight in the
+/// [`Lru`] is the bytes of mapping or rendering it accounts for.
 struct Slot {
-    key: Box<str>,
     value: Value,
     checked: Instant,
-    /// Bytes of mapping or rendering this entry accounts for.
-    mapped: u64,
-    prev: usize,
-    next: usize,
 }
-
-const NIL: usize = usize::MAX;
 
 /// Cache limits and timing.
 #[derive(Clone, Debug)]
@@ -219,12 +321,8 @@ pub struct CacheStats {
 
 pub struct FileCache {
     cfg: CacheConfig,
-    map: HashMap<Box<str>, usize>,
-    slots: slab::Slab<Slot>,
-    /// Most recently used end of the list.
-    head: usize,
-    tail: usize,
-    mapped: u64,
+    /// Bounded by `cfg.max_entries` and by mapped bytes, `cfg.max_bytes`.
+    slots: Lru<Slot>,
     /// Scratch for building keys.
     key: String,
     pub stats: CacheStats,
@@ -233,12 +331,8 @@ pub struct FileCache {
 impl FileCache {
     pub fn new(cfg: CacheConfig) -> FileCache {
         FileCache {
+            slots: Lru::new(cfg.max_entries, cfg.max_bytes),
             cfg,
-            map: HashMap::new(),
-            slots: slab::Slab::new(),
-            head: NIL,
-            tail: NIL,
-            mapped: 0,
             key: String::new(),
             stats: CacheStats::default(),
         }
@@ -254,7 +348,7 @@ impl FileCache {
 
     /// Bytes of files currently mapped, and of listings rendered, by cached entries.
     pub fn mapped_bytes(&self) -> u64 {
-        self.mapped
+        self.slots.weight()
     }
 
     /// Looks `path` (normalized) up under `root`, resolving it when it is not cached or is
@@ -289,11 +383,11 @@ impl FileCache {
         now: Instant,
         now_secs: u64,
     ) -> Result<Lookup, ResolveError> {
-        if let Some(&i) = self.map.get(key) {
-            let slot = &self.slots[i];
+        if let Some(i) = self.slots.find(key) {
+            let slot = self.slots.get(i);
             let Value::Path(value) = &slot.value else {
                 // Keys of paths and of listings never collide; were they to, start afresh.
-                self.remove(i);
+                self.slots.remove(i);
                 return self.get_keyed(root, key, path, opts, mime, now, now_secs);
             };
             let ttl = match value {
@@ -303,7 +397,7 @@ impl FileCache {
             if now.saturating_duration_since(slot.checked) < ttl {
                 self.stats.hits += 1;
                 let v = value.clone();
-                self.touch(i);
+                self.slots.touch(i);
                 return Ok(v);
             }
             // Due for revalidation: resolve again; keep the entry if the file is the same.
@@ -312,12 +406,12 @@ impl FileCache {
                 if e.same_file(meta) && meta.is_file() {
                     self.stats.hits += 1;
                     let v = Lookup::File(e.clone());
-                    self.slots[i].checked = now;
-                    self.touch(i);
+                    self.slots.get_mut(i).checked = now;
+                    self.slots.touch(i);
                     return Ok(v);
                 }
             }
-            self.remove(i);
+            self.slots.remove(i);
             self.stats.misses += 1;
             return self.insert_resolved(root, key, fresh, mime, now, now_secs);
         }
@@ -356,20 +450,7 @@ impl FileCache {
     /// Caches `value` under `key`, evicting the least recently used entries to make room; a
     /// value larger than the whole budget (or any value, with `max_entries = 0`) is not kept.
     fn insert(&mut self, key: &str, value: Value, mapped: u64, now: Instant) {
-        if self.cfg.max_entries == 0 || mapped > self.cfg.max_bytes {
-            return;
-        }
-        while self.slots.len() >= self.cfg.max_entries || self.mapped + mapped > self.cfg.max_bytes {
-            if self.tail == NIL {
-                break;
-            }
-            self.remove(self.tail);
-        }
-        let key: Box<str> = key.into();
-        let i = self.slots.insert(Slot { key: key.clone(), value, checked: now, mapped, prev: NIL, next: NIL });
-        self.mapped += mapped;
-        self.map.insert(key, i);
-        self.link_front(i);
+        self.slots.insert(key, Slot { value, checked: now }, mapped);
     }
 
     /// The listing of `dir` (the directory found at `path` in key space `space`, shown as
@@ -412,13 +493,13 @@ impl FileCache {
         now: Instant,
         now_secs: u64,
     ) -> std::io::Result<Rc<FileEntry>> {
-        let cached = self.map.get(key).copied();
-        if let Some(i) = cached {
-            if let Value::Listing { entry, .. } = &self.slots[i].value {
-                if now.saturating_duration_since(self.slots[i].checked) < self.cfg.revalidate {
+        if let Some(i) = self.slots.find(key) {
+            let slot = self.slots.get(i);
+            if let Value::Listing { entry, .. } = &slot.value {
+                if now.saturating_duration_since(slot.checked) < self.cfg.revalidate {
                     self.stats.hits += 1;
                     let e = entry.clone();
-                    self.touch(i);
+                    self.slots.touch(i);
                     return Ok(e);
                 }
             }
@@ -429,7 +510,7 @@ impl FileCache {
         let meta = dir.dir.metadata()?;
         let stamp = DirStamp::of(&meta);
         let dkey = &key[..tag_start];
-        let known = match self.map.get(dkey).map(|&i| &self.slots[i].value) {
+        let known = match self.slots.find(dkey).map(|i| &self.slots.get(i).value) {
             Some(Value::Directory(st))
                 if st.stamp == stamp
                     && now.saturating_duration_since(st.read_at) < st.fresh_for(self.cfg.revalidate) =>
@@ -446,26 +527,22 @@ impl FileCache {
                 let (entries, truncated) = listing::read_dir_fd(std::os::fd::AsFd::as_fd(&dir.dir), opts)?;
                 let version = listing::version(&meta, &entries, truncated, opts);
                 let state = DirState { version, stamp, read_at: now, cost: started.elapsed() };
-                if let Some(i) = self.map.get(dkey).copied() {
-                    self.remove(i);
-                }
                 self.insert(dkey, Value::Directory(state), 0, now);
                 read = Some((entries, truncated));
                 version
             }
         };
-        let cached = self.map.get(key).copied();
-        if let Some(i) = cached {
-            if let Value::Listing { entry, version: v } = &self.slots[i].value {
+        if let Some(i) = self.slots.find(key) {
+            if let Value::Listing { entry, version: v } = &self.slots.get(i).value {
                 if *v == version {
                     self.stats.hits += 1;
                     let e = entry.clone();
-                    self.slots[i].checked = now;
-                    self.touch(i);
+                    self.slots.get_mut(i).checked = now;
+                    self.slots.touch(i);
                     return Ok(e);
                 }
             }
-            self.remove(i);
+            self.slots.remove(i);
         }
         let (entries, truncated) = match read {
             Some(r) => r,
@@ -481,29 +558,16 @@ impl FileCache {
         let size = body.len() as u64;
         let etag = format!("\"{:016x}-{}\"", version.hash, &key[tag_start..]);
         let last_modified_secs = Some(version.mtime.min(now_secs)).filter(|&s| s > 1);
-        let last_modified =
-            last_modified_secs.map(|s| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(s)).into_boxed_str());
-        let entry = Rc::new(FileEntry {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size,
-            mtime: meta.mtime(),
-            mtime_nsec: meta.mtime_nsec(),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-            uid: meta.uid(),
-            gid: meta.gid(),
-            url_path: shown.into(),
-            content_type: view.content_type().into(),
-            validator_fields: validator_fields(&etag, last_modified.as_deref()),
-            etag: etag.into_boxed_str(),
+        let entry = Rc::new(FileEntry::new(
+            FileStat::of(&meta),
+            shown.into(),
+            view.content_type().into(),
+            etag,
             last_modified_secs,
-            last_modified,
-            mode: meta.mode(),
             // Access to a listing is checked on its directory before it is looked up here.
-            real_path: RealPath::Same,
-            body: Body::Memory(body),
-            no_variants_until: Cell::new(None),
-        });
+            RealPath::Same,
+            Body::Memory(body),
+        ));
         self.insert(key, Value::Listing { entry: entry.clone(), version }, size, now);
         Ok(entry)
     }
@@ -540,93 +604,32 @@ impl FileCache {
         } else {
             Body::Fd(file)
         };
-        let size = match body.bytes() {
-            Some(bytes) => bytes.len() as u64,
-            None => meta.len(),
-        };
+        let size = body.bytes().map_or(meta.len(), |b| b.len() as u64);
         let mtime_secs = u64::try_from(meta.mtime()).ok().filter(|&s| s > 1);
         let last_modified_secs = mtime_secs.map(|s| s.min(now_secs));
-        let last_modified =
-            last_modified_secs.map(|s| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(s)).into_boxed_str());
         let mtime_ns = (meta.mtime() as i128) * 1_000_000_000 + meta.mtime_nsec() as i128;
         let etag = format!("\"{:x}-{:x}-{:x}\"", meta.ino(), size, mtime_ns.max(0));
-        Ok(FileEntry {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size,
-            mtime: meta.mtime(),
-            mtime_nsec: meta.mtime_nsec(),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-            uid: meta.uid(),
-            gid: meta.gid(),
-            content_type: mime.lookup(&url_path).into(),
-            url_path: url_path.into_boxed_str(),
-            validator_fields: validator_fields(&etag, last_modified.as_deref()),
-            etag: etag.into_boxed_str(),
+        let content_type = mime.lookup(&url_path).into();
+        Ok(FileEntry::new(
+            FileStat::of(&meta),
+            url_path.into_boxed_str(),
+            content_type,
+            etag,
             last_modified_secs,
-            last_modified,
-            mode: meta.mode(),
             real_path,
             body,
-            no_variants_until: Cell::new(None),
-        })
+        ))
     }
 
     /// Drops the entry that holds `entry` (its file changed under a transfer).
     pub fn invalidate(&mut self, entry: &Rc<FileEntry>) {
-        let found = self
-            .slots
-            .iter()
-            .find(|(_, s)| match &s.value {
-                Value::Path(Lookup::File(e)) | Value::Listing { entry: e, .. } => Rc::ptr_eq(e, entry),
-                Value::Path(_) | Value::Directory(_) => false,
-            })
-            .map(|(i, _)| i);
+        let found = self.slots.position(|s| match &s.value {
+            Value::Path(Lookup::File(e)) | Value::Listing { entry: e, .. } => Rc::ptr_eq(e, entry),
+            Value::Path(_) | Value::Directory(_) => false,
+        });
         if let Some(i) = found {
-            self.remove(i);
+            self.slots.remove(i);
         }
-    }
-
-    fn remove(&mut self, i: usize) {
-        self.unlink(i);
-        let slot = self.slots.remove(i);
-        self.mapped -= slot.mapped;
-        self.map.remove(&slot.key);
-    }
-
-    fn touch(&mut self, i: usize) {
-        if self.head != i {
-            self.unlink(i);
-            self.link_front(i);
-        }
-    }
-
-    fn link_front(&mut self, i: usize) {
-        self.slots[i].prev = NIL;
-        self.slots[i].next = self.head;
-        if self.head != NIL {
-            self.slots[self.head].prev = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
-        }
-    }
-
-    fn unlink(&mut self, i: usize) {
-        let (prev, next) = (self.slots[i].prev, self.slots[i].next);
-        if prev != NIL {
-            self.slots[prev].next = next;
-        } else {
-            self.head = next;
-        }
-        if next != NIL {
-            self.slots[next].prev = prev;
-        } else {
-            self.tail = prev;
-        }
-        self.slots[i].prev = NIL;
-        self.slots[i].next = NIL;
     }
 
     /// Resolves and caches every regular file under `dir` (a path below the root, normalized
@@ -652,7 +655,7 @@ impl FileCache {
                 if ft.is_dir() {
                     stack.push(url);
                 } else if ft.is_file() || ft.is_symlink() {
-                    if self.slots.len() >= self.cfg.max_entries {
+                    if self.slots.len() >= self.slots.max_entries() {
                         return loaded;
                     }
                     if let Ok(Lookup::File(_)) = self.get(root, 0, &url, opts, mime, now, now_secs) {
@@ -737,6 +740,9 @@ mod tests {
         let e = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 2_000_000_000));
         assert!(matches!(e.body, Body::Mapped(_)));
         assert_eq!(&*e.content_type, "text/plain; charset=utf-8");
+        assert_eq!(e.content_type_field(), b"Content-Type: text/plain; charset=utf-8\r\n");
+        assert_eq!(e.length_field(), b"Content-Length: 5\r\n");
+        assert_eq!(e.negotiation, Negotiation::Compress);
         let e2 = file(c.get(&root, 0, "/a.txt", &opts(), &mime, now, 2_000_000_000));
         assert!(Rc::ptr_eq(&e, &e2));
         assert_eq!((c.stats.hits, c.stats.misses), (1, 1));
@@ -874,7 +880,7 @@ mod tests {
         let html = View::DEFAULT;
         let t0 = Instant::now();
         c.listing(&dir, 0, "/d/", "/d/", html, &lo, t0, 0).unwrap();
-        let state = |c: &FileCache| match c.map.get("/d/\0").map(|&i| &c.slots[i].value) {
+        let state = |c: &FileCache| match c.slots.find("/d/\0").map(|i| &c.slots.get(i).value) {
             Some(Value::Directory(st)) => *st,
             _ => panic!("no directory state"),
         };

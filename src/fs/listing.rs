@@ -707,19 +707,7 @@ pub fn wants_json(query: &[u8], accept: Option<&[u8]>) -> bool {
         return false;
     };
     let (mut json, mut html, mut text_any, mut any) = (None, None, None, None);
-    for item in crate::http::list_items(accept) {
-        let mut parts = item.split(|&b| b == b';');
-        let range = parts.next().unwrap_or_default().trim_ascii();
-        let mut q = Some(1000);
-        for param in parts {
-            let param = param.trim_ascii();
-            if let Some(v) = param.strip_prefix(b"q=").or_else(|| param.strip_prefix(b"Q=")) {
-                q = crate::http::encoding::qvalue(v.trim_ascii());
-            }
-        }
-        let Some(q) = q else {
-            continue;
-        };
+    for (range, q) in crate::http::weighted::items(accept) {
         let slot = if range.eq_ignore_ascii_case(b"application/json") {
             &mut json
         } else if range.eq_ignore_ascii_case(b"text/html") {

@@ -11,4 +11,5 @@
 
 pub mod cache;
 pub mod listing;
+pub mod lru;
 pub mod resolve;

@@ -157,32 +157,7 @@ impl Fields {
         if target.len() > limits.max_uri_bytes {
             return Err(reject(414, "request-target too long"));
         }
-        let mut r = Request {
-            method,
-            method_str,
-            target,
-            path: target,
-            query: None,
-            minor: 1,
-            host: None,
-            keep_alive: true,
-            framing: Framing::None,
-            expect_continue: false,
-            referer: None,
-            user_agent: None,
-            if_match: None,
-            if_none_match: None,
-            if_modified_since: None,
-            if_unmodified_since: None,
-            if_range: None,
-            range: None,
-            accept_encoding: None,
-            accept: None,
-            authorization: None,
-            forwarded: None,
-            x_forwarded_for: None,
-            head_len: 0,
-        };
+        let mut r = Request::new(method, method_str, target, 1, 0);
         if method != Method::Connect {
             if target.contains('#') {
                 return Err(reject(400, "fragment in :path"));

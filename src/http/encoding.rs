@@ -4,8 +4,8 @@
 //!
 //! Rules of [`acceptable`]:
 //! - Codings are matched case-insensitively; `x-gzip` is `gzip` (RFC 9110 §8.4.1.3).
-//! - A weight (`;q=0.5`) must be a valid qvalue (`0`, `0.x` up to three decimals, `1`, `1.000`);
-//!   an element with a malformed weight is ignored whole. Other parameters are ignored.
+//! - Weights are read by [`super::weighted::items`]: a valid qvalue (`0`, `0.x` up to three
+//!   decimals, `1`, `1.000`), else the element is ignored whole; other parameters are ignored.
 //!   `q=0` means "not acceptable".
 //! - `*` gives its weight to every coding the field does not name.
 //! - A coding named more than once gets its lowest weight: refusing a coding the client may
@@ -93,22 +93,7 @@ pub fn acceptable(accept_encoding: Option<&[u8]>, preference: &[Encoding], out: 
     // Weights in thousandths, per coding (indexed by `Encoding::index`) and for `*`.
     let mut weight: [Option<u16>; 3] = [None; 3];
     let mut star: Option<u16> = None;
-    for item in super::list_items(field) {
-        let mut params = item.split(|&b| b == b';');
-        let coding = params.next().unwrap_or_default().trim_ascii();
-        let mut q = Some(1000);
-        for param in params {
-            let param = param.trim_ascii();
-            let Some(eq) = param.iter().position(|&b| b == b'=') else {
-                continue;
-            };
-            if param[..eq].trim_ascii().eq_ignore_ascii_case(b"q") {
-                q = qvalue(param[eq + 1..].trim_ascii());
-            }
-        }
-        let Some(q) = q else {
-            continue;
-        };
+    for (coding, q) in super::weighted::items(field) {
         let slot = if coding == b"*" {
             &mut star
         } else if let Some(e) = Encoding::from_token(coding) {
@@ -130,26 +115,6 @@ pub fn acceptable(accept_encoding: Option<&[u8]>, preference: &[Encoding], out: 
     }
     // Stable: equal weights keep the preference order.
     out.sort_by_key(|e| std::cmp::Reverse(weight[e.index()].or(star).unwrap_or(0)));
-}
-
-/// `qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )`, in thousandths.
-pub(crate) fn qvalue(v: &[u8]) -> Option<u16> {
-    let (int, frac) = match v.iter().position(|&b| b == b'.') {
-        Some(dot) => (&v[..dot], &v[dot + 1..]),
-        None => (v, &b""[..]),
-    };
-    if frac.len() > 3 || !frac.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut thousandths = 0u16;
-    for i in 0..3 {
-        thousandths = thousandths * 10 + frac.get(i).map_or(0, |&d| u16::from(d - b'0'));
-    }
-    match int {
-        b"0" => Some(thousandths),
-        b"1" if thousandths == 0 => Some(1000),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

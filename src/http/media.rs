@@ -9,8 +9,8 @@
 //!   Firefox `image/avif,image/webp,image/png,...`, Safari `image/webp,image/avif,...`); every
 //!   client sends `*/*`, including ones that decode neither. Cloudflare's Polish decides the
 //!   same way.
-//! - Weights are honoured (`;q=`, a valid qvalue, else the element is ignored whole; other
-//!   parameters are ignored). `q=0` refuses. A format named more than once gets its lowest
+//! - Weights are honoured (`;q=`, read by [`super::weighted::items`]: a valid qvalue, else
+//!   the element is ignored whole; other parameters are ignored). `q=0` refuses. A format named more than once gets its lowest
 //!   weight, as in [`super::encoding`].
 //! - A format is acceptable when its weight is above zero and at least the original's (the
 //!   weight of its exact type, else of `image/*`, else of `*/*`, else 0): a client that says
@@ -60,22 +60,7 @@ pub fn acceptable_images(accept: Option<&[u8]>, original: &str) -> [Option<Image
     };
     // Weights in thousandths: AVIF, WebP, the original's type, image/*, */*.
     let mut weight: [Option<u16>; 5] = [None; 5];
-    for item in super::list_items(field) {
-        let mut params = item.split(|&b| b == b';');
-        let range = params.next().unwrap_or_default().trim_ascii();
-        let mut q = Some(1000);
-        for param in params {
-            let param = param.trim_ascii();
-            let Some(eq) = param.iter().position(|&b| b == b'=') else {
-                continue;
-            };
-            if param[..eq].trim_ascii().eq_ignore_ascii_case(b"q") {
-                q = super::encoding::qvalue(param[eq + 1..].trim_ascii());
-            }
-        }
-        let Some(q) = q else {
-            continue;
-        };
+    for (range, q) in super::weighted::items(field) {
         let slot = if range.eq_ignore_ascii_case(ImageFormat::Avif.media_type()) {
             0
         } else if range.eq_ignore_ascii_case(ImageFormat::Webp.media_type()) {

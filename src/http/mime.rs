@@ -101,6 +101,47 @@ fn is_textual(ty: &str) -> bool {
         )
 }
 
+/// What a file of some Content-Type may be sent as instead of itself: decided once, when its
+/// cache entry is built, so a request does no string matching.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Negotiation {
+    /// Nothing: it is sent as it is.
+    None,
+    /// JPEG, PNG or GIF: an AVIF or WebP sibling ([`super::media`]).
+    Image,
+    /// A compressible type: a precompressed sibling or an on-demand variant
+    /// ([`super::encoding`]).
+    Compress,
+}
+
+impl Negotiation {
+    pub fn of(content_type: &str) -> Negotiation {
+        if super::media::negotiable(content_type) {
+            Negotiation::Image
+        } else if compressible(content_type) {
+            Negotiation::Compress
+        } else {
+            Negotiation::None
+        }
+    }
+}
+
+/// Content types worth looking for precompressed siblings of.
+fn compressible(content_type: &str) -> bool {
+    content_type.starts_with("text/")
+        || content_type.starts_with("application/json")
+        || content_type.starts_with("application/javascript")
+        || content_type.starts_with("application/xml")
+        || content_type.starts_with("application/xhtml+xml")
+        || content_type.starts_with("application/manifest+json")
+        || content_type.starts_with("application/ld+json")
+        || content_type.starts_with("application/wasm")
+        || content_type.starts_with("image/svg+xml")
+        || content_type.starts_with("image/vnd.microsoft.icon")
+        || content_type.starts_with("application/atom+xml")
+        || content_type.starts_with("application/rss+xml")
+}
+
 /// True if `s` looks like `type/subtype` with optional parameters, all printable.
 pub fn is_media_type(s: &str) -> bool {
     let base = s.split(';').next().unwrap_or("");
@@ -168,6 +209,19 @@ mod tests {
     fn builtin_sorted_and_unique() {
         for w in BUILTIN.windows(2) {
             assert!(w[0].0 < w[1].0, "{} >= {}", w[0].0, w[1].0);
+        }
+    }
+
+    #[test]
+    fn negotiation_by_type() {
+        for ct in ["text/html; charset=utf-8", "image/svg+xml", "application/json", "application/wasm"] {
+            assert_eq!(Negotiation::of(ct), Negotiation::Compress, "{ct}");
+        }
+        for ct in ["image/jpeg", "image/png", "image/gif"] {
+            assert_eq!(Negotiation::of(ct), Negotiation::Image, "{ct}");
+        }
+        for ct in ["image/webp", "image/avif", "application/octet-stream", "video/mp4", ""] {
+            assert_eq!(Negotiation::of(ct), Negotiation::None, "{ct}");
         }
     }
 

@@ -10,6 +10,7 @@ pub mod mime;
 pub mod range;
 pub mod request;
 pub mod response;
+pub mod weighted;
 
 /// The reason phrase for a status code this server sends.
 pub fn reason(status: u16) -> &'static str {

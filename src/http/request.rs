@@ -103,6 +103,40 @@ pub struct Request<'b> {
     pub head_len: usize,
 }
 
+impl<'b> Request<'b> {
+    /// A request with its request line only (HTTP/1.`minor`, or HTTP/2 as 1.1): `path` is the
+    /// whole `target` and `keep_alive` the version's default until the caller splits the query
+    /// and reads the fields.
+    pub fn new(method: Method, method_str: &'b str, target: &'b str, minor: u8, head_len: usize) -> Request<'b> {
+        Request {
+            method,
+            method_str,
+            target,
+            path: target,
+            query: None,
+            minor,
+            host: None,
+            keep_alive: minor >= 1,
+            framing: Framing::None,
+            expect_continue: false,
+            referer: None,
+            user_agent: None,
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            if_range: None,
+            range: None,
+            accept_encoding: None,
+            accept: None,
+            authorization: None,
+            forwarded: None,
+            x_forwarded_for: None,
+            head_len,
+        }
+    }
+}
+
 /// A request that must be refused: the status to send, and a short reason for the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reject {
@@ -220,32 +254,7 @@ fn parse_into<'b>(
     }
     let method = Method::from_token(method_str).ok_or(reject(501, "unknown method"))?;
 
-    let mut r = Request {
-        method,
-        method_str,
-        target,
-        path: target,
-        query: None,
-        minor,
-        host: None,
-        keep_alive: minor >= 1,
-        framing: Framing::None,
-        expect_continue: false,
-        referer: None,
-        user_agent: None,
-        if_match: None,
-        if_none_match: None,
-        if_modified_since: None,
-        if_unmodified_since: None,
-        if_range: None,
-        range: None,
-        accept_encoding: None,
-        accept: None,
-        authorization: None,
-        forwarded: None,
-        x_forwarded_for: None,
-        head_len,
-    };
+    let mut r = Request::new(method, method_str, target, minor, head_len);
 
     let mut hosts = 0;
     let mut content_length: Option<u64> = None;
