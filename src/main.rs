@@ -29,19 +29,13 @@ use ferrohttpd::thttpd::privs;
 use ferrohttpd::thttpd::syslog::{Severity, Syslog};
 use ferrohttpd::workers;
 
+/// `main`'s frame stays under the event loop for the life of the process, so the work before
+/// it is done in callees that are not inlined ([`command`], [`run`]'s own).
 fn main() -> ExitCode {
-    let argv0 = std::env::args_os().next().unwrap_or_default();
-    let mode = Mode::from_argv0(&argv0);
-    let name = cli::program_name(mode);
-    let cmd = match cli::parse_as(mode, std::env::args_os().skip(1)) {
+    ferrohttpd::sys::note_main_stack();
+    let (cmd, mode) = match command() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("{name}: {}", e.message);
-            if e.usage {
-                eprint!("{}", cli::usage(mode));
-            }
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     match cmd {
         Command::Help => {
@@ -54,7 +48,24 @@ fn main() -> ExitCode {
         }
         Command::Compress(_) => exec_compressor(),
         Command::CheckConfig(launch) => check(*launch),
-        Command::Run(launch) => run(*launch),
+        Command::Run(launch) => run(launch),
+    }
+}
+
+/// The command line, parsed (with the configuration it names).
+#[inline(never)]
+fn command() -> Result<(Command, Mode), ExitCode> {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let mode = Mode::from_argv0(&argv0);
+    match cli::parse_as(mode, std::env::args_os().skip(1)) {
+        Ok(c) => Ok((c, mode)),
+        Err(e) => {
+            eprintln!("{}: {}", cli::program_name(mode), e.message);
+            if e.usage {
+                eprint!("{}", cli::usage(mode));
+            }
+            Err(ExitCode::from(1))
+        }
     }
 }
 
@@ -133,6 +144,7 @@ fn describe_log(t: &LogTarget) -> String {
 
 /// `--check-config`: everything a start would check short of binding: the document root, the
 /// logs, the user to switch to.
+#[inline(never)]
 fn check(launch: Launch) -> ExitCode {
     let Launch { config: cfg, mode, warnings } = launch;
     let mut r = Reporter { name: cli::program_name(mode), syslog: None };
@@ -317,15 +329,64 @@ fn give_log_to(target: &LogTarget, uid: u32, gid: u32) {
     }
 }
 
-fn run(launch: Launch) -> ExitCode {
-    let Launch { config: mut cfg, mode, warnings } = launch;
+/// Everything `serve` needs, prepared by [`prepare`].
+struct Serve {
+    cfg: Config,
+    listeners: Vec<mio::net::TcpListener>,
+    access_plan: LogPlan,
+    error_plan: LogPlan,
+    owner: Option<(u32, u32)>,
+    switch_to: Option<(String, u32, u32)>,
+    r: Reporter,
+    announced: bool,
+    reloader: Option<server::Reloader>,
+}
+
+/// What [`prepare`] leads to.
+enum Next {
+    Exit(ExitCode),
+    Workers(Box<(Config, Option<Vec<std::net::TcpListener>>, Option<server::Reloader>, Reporter)>),
+    Serve(Box<Serve>, Option<PathBuf>),
+}
+
+/// Runs the server. The start-up steps run in [`prepare`] and [`open_server`], which are
+/// not inlined: their stack frames (tens of kB, with the configuration and everything
+/// inlined into them) are gone before the event loop starts, instead of sitting under it,
+/// touched and resident, for the life of the process.
+fn run(launch: Box<Launch>) -> ExitCode {
+    match prepare(launch) {
+        Next::Exit(code) => code,
+        Next::Workers(w) => {
+            let (cfg, activated, reloader, mut r) = *w;
+            run_workers(cfg, activated, reloader, &mut r)
+        }
+        Next::Serve(mut s, pid_file) => {
+            let code = serve(&mut s);
+            if let Some(p) = pid_file.filter(|_| !s.cfg.thttpd.chroot) {
+                let _ = std::fs::remove_file(p);
+            }
+            code
+        }
+    }
+}
+
+#[inline(never)]
+fn prepare(launch: Box<Launch>) -> Next {
+    match prepare_inner(launch) {
+        Ok(next) => next,
+        Err(code) => Next::Exit(code),
+    }
+}
+
+fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
+    let Launch { config: mut cfg, mode, warnings } = *launch;
     let mut r = Reporter { name: cli::program_name(mode), syslog: None };
     for w in &warnings {
         r.warn(w);
     }
     let activated = match server::activated_listeners() {
         Ok(a) => a,
-        Err(e) => return r.fail(e),
+        Err(e) => return Err(r.fail(e)),
     };
 
     // The user to become, looked up while /etc/passwd is reachable (before chroot). Only root
@@ -333,15 +394,15 @@ fn run(launch: Launch) -> ExitCode {
     let switch_to = match cfg.thttpd.user.clone().filter(|_| privs::is_root()) {
         Some(name) => match privs::lookup_user(&name) {
             Ok((uid, gid)) => Some((name, uid, gid)),
-            Err(e) => return r.fail(e),
+            Err(e) => return Err(r.fail(e)),
         },
         None => None,
     };
     if cfg.workers > 1 && (cfg.thttpd.chroot || switch_to.is_some()) {
-        return r.fail(
+        return Err(r.fail(
             "workers > 1 cannot be combined with chroot (-r) or a user switch (-u, or running as root in thttpd mode); \
              use workers = 1",
-        );
+        ));
     }
 
     // SIGHUP re-reads the configuration exactly as it was given: same arguments. thttpd mode
@@ -363,7 +424,7 @@ fn run(launch: Launch) -> ExitCode {
     };
 
     if cfg.workers > 1 {
-        return run_workers(cfg, activated, reloader, &mut r);
+        return Ok(Next::Workers(Box::new((cfg, activated, reloader, r))));
     }
 
     let listeners = match &activated {
@@ -376,7 +437,7 @@ fn run(launch: Launch) -> ExitCode {
     };
     let listeners = match listeners {
         Ok(l) => l,
-        Err(e) => return r.fail(e),
+        Err(e) => return Err(r.fail(e)),
     };
     let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
     let root_before = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
@@ -388,7 +449,7 @@ fn run(launch: Launch) -> ExitCode {
     // Decide what happens to the logs under chroot while stderr still reaches someone.
     let (access_plan, error_plan) = if cfg.thttpd.chroot {
         if !root_before.is_dir() {
-            return r.fail(format_args!("chroot: {} is not a directory", cfg.root.display()));
+            return Err(r.fail(format_args!("chroot: {} is not a directory", cfg.root.display())));
         }
         (
             plan_log(&cfg.access_log, &root_before, libc::STDOUT_FILENO, "logfile", &mut r),
@@ -404,16 +465,14 @@ fn run(launch: Launch) -> ExitCode {
     let mut announced = false;
     if cfg.thttpd.daemonize || stdout_taken {
         if !cfg.root.is_dir() {
-            return r.fail(format_args!("document root {}: not a directory", cfg.root.display()));
+            return Err(r.fail(format_args!("document root {}: not a directory", cfg.root.display())));
         }
         print_addrs(&root_before, &addrs, cfg.tls.listen.len());
         announced = true;
     }
 
     if cfg.thttpd.daemonize {
-        if let Err(e) = r.daemonize(&cfg) {
-            return e;
-        }
+        r.daemonize(&cfg)?;
     }
 
     if mode == Mode::Thttpd {
@@ -421,7 +480,7 @@ fn run(launch: Launch) -> ExitCode {
         // old one).
         cfg.root = root_before.clone();
         if let Err(e) = std::env::set_current_dir(&cfg.root) {
-            return r.fail(format_args!("chdir {}: {e}", cfg.root.display()));
+            return Err(r.fail(format_args!("chdir {}: {e}", cfg.root.display())));
         }
     }
 
@@ -429,31 +488,33 @@ fn run(launch: Launch) -> ExitCode {
     let pid_file = cfg.pid_file.clone();
     if let Some(p) = &pid_file {
         if let Err(e) = privs::write_pidfile(p) {
-            return r.fail(e);
+            return Err(r.fail(e));
         }
     }
     let owner = switch_to.as_ref().map(|&(_, uid, gid)| (uid, gid));
-    let code =
-        serve(&mut cfg, listeners, access_plan, error_plan, owner, switch_to.as_ref(), &mut r, announced, reloader);
-    if let Some(p) = pid_file.filter(|_| !cfg.thttpd.chroot) {
-        let _ = std::fs::remove_file(p);
-    }
-    code
+    let s = Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader };
+    Ok(Next::Serve(Box::new(s), pid_file))
 }
 
-/// chroot, open the server, drop root, serve.
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    cfg: &mut Config,
-    listeners: Vec<mio::net::TcpListener>,
-    access_plan: LogPlan,
-    error_plan: LogPlan,
-    owner: Option<(u32, u32)>,
-    switch_to: Option<&(String, u32, u32)>,
-    r: &mut Reporter,
-    announced: bool,
-    reloader: Option<server::Reloader>,
-) -> ExitCode {
+/// Opens the server ([`open_server`]) and runs its event loop.
+fn serve(s: &mut Serve) -> ExitCode {
+    match open_server(s) {
+        Ok(server) => match server.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => s.r.fail(format_args!("event loop failed: {e}")),
+        },
+        Err(code) => code,
+    }
+}
+
+/// chroot, open the server, drop root.
+#[inline(never)]
+fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
+    let Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader } = s;
+    let (owner, announced, switch_to) = (*owner, *announced, switch_to.as_ref());
+    let listeners = std::mem::take(listeners);
+    let access_plan = std::mem::replace(access_plan, LogPlan::Keep);
+    let error_plan = std::mem::replace(error_plan, LogPlan::Keep);
     if cfg.thttpd.chroot {
         for (plan, target) in [(access_plan, &mut cfg.access_log), (error_plan, &mut cfg.error_log)] {
             match plan {
@@ -461,7 +522,7 @@ fn serve(
                 LogPlan::Inside(p) => *target = LogTarget::File(p),
                 LogPlan::Outside(p, fd) => {
                     if let Err(e) = apply_outside_log(&p, fd, owner) {
-                        return r.fail(e);
+                        return Err(r.fail(e));
                     }
                     *target = LogTarget::Std;
                 }
@@ -471,7 +532,7 @@ fn serve(
         let syslogs = [&cfg.access_log, &cfg.error_log].iter().filter(|t| ***t == LogTarget::Syslog).count();
         ferrohttpd::log::preconnect_syslog(syslogs);
         if let Err(e) = privs::chroot(&cfg.root) {
-            return r.fail(e);
+            return Err(r.fail(e));
         }
         cfg.root = match cfg.thttpd.data_dir.take() {
             Some(dd) => Path::new("/").join(dd),
@@ -479,7 +540,7 @@ fn serve(
         };
         // The server works from its root (relative .htpasswd lookups, as thttpd).
         if let Err(e) = std::env::set_current_dir(&cfg.root) {
-            return r.fail(format_args!("chdir {}: {e}", cfg.root.display()));
+            return Err(r.fail(format_args!("chdir {}: {e}", cfg.root.display())));
         }
     }
     if let Some((uid, gid)) = owner {
@@ -488,24 +549,21 @@ fn serve(
     }
     let mut server = match Server::new(cfg.clone(), listeners) {
         Ok(s) => s,
-        Err(e) => return r.fail(e),
+        Err(e) => return Err(r.fail(e)),
     };
     if let Some((name, uid, gid)) = switch_to {
         if let Err(e) = privs::switch_user(name, *uid, *gid) {
-            return r.fail(e);
+            return Err(r.fail(e));
         }
     }
     server.preload();
-    if let Some(f) = reloader {
+    if let Some(f) = reloader.take() {
         server.set_reloader(f);
     }
     if !announced {
         print_addrs(server.root(), &server.local_addrs(), cfg.tls.listen.len());
     }
-    match server.run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => r.fail(format_args!("event loop failed: {e}")),
-    }
+    Ok(server)
 }
 
 fn run_workers(

@@ -582,6 +582,8 @@ impl Server {
 
     /// Runs until a graceful shutdown completes.
     pub fn run(mut self) -> io::Result<()> {
+        // First, so that the event buffer below takes heap pages start-up gave back.
+        crate::sys::release_startup_memory();
         let mut events = Events::with_capacity(1024);
         loop {
             let timeout = self.poll_timeout();
@@ -952,6 +954,7 @@ impl Server {
                 libc::SIGHUP => {
                     self.reopen_logs();
                     self.reload();
+                    crate::sys::release_startup_memory();
                 }
                 libc::SIGUSR1 => self.reopen_logs(),
                 libc::SIGUSR2 => self.log_stats(),

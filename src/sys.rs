@@ -1,9 +1,10 @@
 //! Thin, safe wrappers over the few system calls that std and mio do not offer:
 //! vectored sends with flags, `sendfile`, `shutdown`, the send queue's length, the
-//! descriptor limit and signalfd.
+//! descriptor limit and signalfd; and giving back memory that start-up touched once.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Sends up to two buffers with one `sendmsg`. `more` sets `MSG_MORE` (more data follows:
 /// let the kernel hold a partial segment). `MSG_NOSIGNAL` turns a reset into `EPIPE`.
@@ -216,5 +217,89 @@ pub fn copy_mapped_in(me: ThisProcess, src: &[u8], dst: &mut [u8]) -> io::Result
         Err(io::Error::last_os_error())
     } else {
         Ok(r as usize)
+    }
+}
+
+/// The main thread's stack mapping `[start, end)`, as [`note_main_stack`] found it.
+static MAIN_STACK: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// Notes where the main thread's stack is mapped, for [`release_startup_memory`]. Called
+/// first thing in `main`, while `/proc` is in reach (before any chroot). The mapping only
+/// grows downwards from there, so the range noted stays inside it.
+pub fn note_main_stack() {
+    let marker = 0u8;
+    let here = std::hint::black_box(&marker) as *const u8 as usize;
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
+    for line in maps.lines() {
+        let range = line.split(' ').next().unwrap_or("");
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
+        if a <= here && here < b {
+            MAIN_STACK[0].store(a, Ordering::Relaxed);
+            MAIN_STACK[1].store(b, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
+/// Gives back to the kernel what start-up touched once and the event loop does not use:
+/// the main thread's stack below the caller's frame (the configuration's deserializers run
+/// about 45 kB deep, the loop a few kB), and with glibc the free pages of the heap
+/// (`malloc_trim`). The pages are freed, not hidden: a deeper call later gets fresh zeroed
+/// pages, as a new thread's stack would. Called before the event loop starts and after a
+/// reload; on any thread but the main one (whose stack was noted) the stack is left alone.
+#[inline(never)]
+pub fn release_startup_memory() {
+    let marker = 0u8;
+    let here = std::hint::black_box(&marker) as *const u8 as usize;
+    let (start, end) = (MAIN_STACK[0].load(Ordering::Relaxed), MAIN_STACK[1].load(Ordering::Relaxed));
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(4096);
+    if start <= here && here < end {
+        // Two pages below this frame: clear of its red zone and of anything it spills.
+        let top = here.saturating_sub(2 * page) & !(page - 1);
+        if top > start {
+            // SAFETY: [start, top) lies in the main thread's stack mapping (noted at start; a
+            // stack mapping never shrinks) and strictly below the frame of this function,
+            // which runs on that thread: no live data is there. MADV_DONTNEED on private
+            // anonymous memory only makes the next touch read zeros.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, top - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free heap memory to the kernel; it is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::unix::net::UnixStream;
+
+    /// Offsets past 4 GiB go through unchanged (a 32-bit box with glibc's 32-bit `off_t` would
+    /// wrap them without `sendfile64`): a sparse file of 5 GiB with a marker after 4 GiB.
+    #[test]
+    fn sendfile_past_4_gib() {
+        let mut file = tempfile::tempfile().unwrap();
+        let at = (1u64 << 32) + 4097;
+        file.set_len(5 << 30).unwrap();
+        file.seek(SeekFrom::Start(at)).unwrap();
+        file.write_all(b"past 4 GiB").unwrap();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut offset = at;
+        let n = sendfile(a.as_raw_fd(), file.as_raw_fd(), &mut offset, 10).unwrap();
+        assert_eq!(n, 10);
+        assert_eq!(offset, at + 10, "the offset advances by what was sent, in 64 bits");
+        let mut got = [0u8; 10];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"past 4 GiB");
+        let mut end = (5u64 << 30) - 3;
+        assert_eq!(sendfile(a.as_raw_fd(), file.as_raw_fd(), &mut end, 100).unwrap(), 3, "to the end only");
+        assert_eq!(sendfile(a.as_raw_fd(), file.as_raw_fd(), &mut end, 100).unwrap(), 0, "0 at end of file");
     }
 }

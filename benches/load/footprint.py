@@ -4,15 +4,18 @@
     benches/load/footprint.py [--servers a,b,...] [--conns 1000,10000] [--small BIN] [--out DIR]
 
 For each server (ferrohttpd, ferrohttpd-small, nginx, lighttpd; thttpd and darkhttpd when
-their binaries are found on PATH), with one worker and the access log off, serving the same
-small docroot on 127.0.0.1:
+their binaries are found in --peers DIR or on PATH), with one worker and the access log off,
+serving the same small docroot on 127.0.0.1:
 
-  1. binary size (the file that is executed; for ferrohttpd also stripped, as shipped);
+  1. binary size (the file that is executed, and a stripped copy of it);
   2. time from exec to the first response byte (polling connect + GET every millisecond);
   3. after three GETs: VmRSS, PSS, private (clean + dirty) and anonymous memory, summed over
      the server's process tree, from /proc/PID/smaps_rollup;
   4. memory per idle keep-alive connection: N connections (each after one GET, kept open),
-     the growth of RSS and of anonymous memory divided by N, for each N in --conns.
+     the growth of RSS and of anonymous memory divided by N, for each N in --conns. A server
+     that closes the connection after its response (thttpd has no keep-alive) holds none:
+     the report says so instead of dividing by N; one that refuses connections says after
+     how many (darkhttpd waits with select(), so at most FD_SETSIZE = 1024 descriptors).
 
 Writes footprint.md and footprint.json to --out (default benches/results/<date>-footprint/).
 Run by hand; never in CI. Needs root only to install missing servers (apt-get), which it
@@ -20,6 +23,12 @@ never does on its own: install nginx and lighttpd first (apt-get install nginx l
 ferrohttpd-small is `cargo build --profile small` (target/small/ferrohttpd, or --small BIN);
 ferrohttpd is target/release/ferrohttpd. The servers are pinned to CPU 0 and this script to
 CPU 1, as in benches/load/run.
+
+thttpd and darkhttpd are not packaged in Debian 12; build them into one directory and pass it
+as --peers DIR:
+  thttpd     sthttpd, the maintained fork of thttpd 2.27 (github.com/blueness/sthttpd; needs
+             autoconf and automake): ./autogen.sh && ./configure && make; cp src/thttpd DIR/
+  darkhttpd  one C file (github.com/emikulic/darkhttpd): gcc -O2 -o DIR/darkhttpd darkhttpd.c
 """
 import argparse
 import datetime
@@ -121,12 +130,22 @@ def configs(name, w, port, max_conn):
                         .replace("server.max-keep-alive-idle = 15", f"server.max-keep-alive-idle = {KEEPALIVE_S}"))
         return [shutil.which("lighttpd"), "-D", "-f", str(conf)]
     if name == "thttpd":
-        return [shutil.which("thttpd"), "-D", "-p", str(port), "-h", "127.0.0.1", "-d", str(w.docroot),
+        return [None, "-D", "-p", str(port), "-h", "127.0.0.1", "-d", str(w.docroot),
                 "-l", "/dev/null"]
     if name == "darkhttpd":
-        return [shutil.which("darkhttpd"), str(w.docroot), "--addr", "127.0.0.1", "--port", str(port),
+        return [None, str(w.docroot), "--addr", "127.0.0.1", "--port", str(port),
                 "--no-listing", "--timeout", str(KEEPALIVE_S), "--maxconn", str(max_conn + 100)]
     raise ValueError(name)
+
+
+def still_open(s):
+    """True if the server has not closed (or reset) this idle connection."""
+    try:
+        return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
 
 
 def idle_per_conn(proc, port, n):
@@ -135,15 +154,21 @@ def idle_per_conn(proc, port, n):
     conns = []
     try:
         for _ in range(n):
-            conns.append(get(port))
+            try:
+                conns.append(get(port))
+            except OSError as e:
+                raise OSError(f"{e} (after {len(conns):,} connections)") from e
         time.sleep(1.0)
         if proc.poll() is not None:
             raise OSError("the server exited")
         after = tree_memory(proc.pid)
+        held = sum(1 for s in conns if still_open(s))
     finally:
         for s in conns:
             s.close()
-    return {"n": n, "rss_b": (after["rss"] - before["rss"]) * 1024 / n,
+    if held < n:
+        return {"n": n, "held": held, "error": f"closed {n - held:,} of {n:,} connections after the response"}
+    return {"n": n, "held": held, "rss_b": (after["rss"] - before["rss"]) * 1024 / n,
             "anon_b": (after["anon"] - before["anon"]) * 1024 / n}
 
 
@@ -154,10 +179,9 @@ def measure(name, binary, w, conns, used):
         cmd[0] = str(binary)
     exe = Path(cmd[0])
     res = {"server": name, "binary": str(exe), "binary_bytes": exe.stat().st_size}
-    if name.startswith("ferrohttpd"):
-        stripped = w.base / f"{name}.stripped"
-        if subprocess.run(["strip", "-o", str(stripped), str(exe)], capture_output=True).returncode == 0:
-            res["stripped_bytes"] = stripped.stat().st_size
+    stripped = w.base / f"{name}.stripped"
+    if subprocess.run(["strip", "-o", str(stripped), str(exe)], capture_output=True).returncode == 0:
+        res["stripped_bytes"] = stripped.stat().st_size
     log = open(w.logs / f"{name}.out", "wb")
     t0 = time.monotonic()
     proc = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -241,6 +265,7 @@ def main(argv=None):
     p.add_argument("--conns", default="1000,10000", help="idle connection counts, e.g. 1000,10000")
     p.add_argument("--small", default=str(REPO / "target" / "small" / "ferrohttpd"))
     p.add_argument("--release", default=str(REPO / "target" / "release" / "ferrohttpd"))
+    p.add_argument("--peers", default=None, help="directory holding thttpd and darkhttpd builds (else PATH)")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     servers = [s for s in ALL if s in a.servers.split(",")]
@@ -258,10 +283,13 @@ def main(argv=None):
     used = set()
     results = []
     for s in servers:
-        binary = {"ferrohttpd": a.release, "ferrohttpd-small": a.small}.get(s) or shutil.which(s)
+        binary = {"ferrohttpd": a.release, "ferrohttpd-small": a.small}.get(s)
+        if not binary and a.peers and os.access(Path(a.peers) / s, os.X_OK):
+            binary = str(Path(a.peers) / s)
+        binary = binary or shutil.which(s)
         if not binary or not os.access(binary, os.X_OK):
             why = (f"{binary} not built" if s.startswith("ferrohttpd") else
-                   f"{s} is not installed (not packaged in this machine's Debian release)")
+                   f"{s} is not installed (not packaged in this machine's Debian release; see --peers)")
             results.append({"server": s, "skipped": why})
             print(f"-- {s}: SKIPPED: {why}", flush=True)
             continue

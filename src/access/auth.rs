@@ -262,9 +262,27 @@ fn hash_matches(password: &str, stored: &str) -> bool {
     if password.len() > MAX_PASSWORD_LEN || !usable(stored) {
         return false;
     }
-    match pwhash::unix::crypt(password, stored) {
-        Ok(computed) => ct_eq(computed.as_bytes(), stored.as_bytes()),
-        Err(_) => false,
+    match crypt(password, stored) {
+        Some(computed) => ct_eq(computed.as_bytes(), stored.as_bytes()),
+        None => false,
+    }
+}
+
+/// crypt(3) for the schemes [`well_formed`] accepts, each called by name: the dispatch of
+/// `pwhash::unix::crypt` would also link SHA-1 crypt and BSDi crypt (about 8 KiB that a
+/// small box would carry and never run). pwhash marks DES, MD5-crypt and SHA-256-crypt
+/// deprecated for new passwords; verifying the ones thttpd users already have is the point.
+#[allow(deprecated)]
+fn crypt(password: &str, stored: &str) -> Option<String> {
+    if !stored.starts_with('$') {
+        return pwhash::unix_crypt::hash_with(stored, password).ok();
+    }
+    match stored.split('$').nth(1) {
+        Some("1") => pwhash::md5_crypt::hash_with(stored, password).ok(),
+        Some("2a" | "2b" | "2y") => pwhash::bcrypt::hash_with(stored, password).ok(),
+        Some("5") => pwhash::sha256_crypt::hash_with(stored, password).ok(),
+        Some("6") => pwhash::sha512_crypt::hash_with(stored, password).ok(),
+        _ => None,
     }
 }
 
@@ -752,6 +770,22 @@ mod tests {
         assert_eq!(pick(Some("a.example"), "/index.html"), Some(("/", Some("a.example"))));
         assert_eq!(pick(Some("a.example"), "/private/x"), Some(("/private", Some("a.example"))));
         assert_eq!(pick(Some("a.example"), "/private/deep/x"), Some(("/private/deep", None)));
+    }
+
+    /// The scheme-by-scheme dispatch computes what crypt(3) does for every accepted scheme,
+    /// and nothing for the ones refused (SHA-1 crypt, BSDi, Apache's MD5).
+    #[test]
+    fn dispatch_matches_crypt() {
+        for pw in ["", "secret", "pässwörd"] {
+            for h in all_schemes(pw) {
+                assert_eq!(super::crypt(pw, &h).as_deref(), Some(h.as_str()), "{h}");
+            }
+        }
+        let sha1 = crypt("x", "$sha1$19703$iVdJqfSE$");
+        assert!(sha1.starts_with("$sha1$"), "pwhash computes it: {sha1}");
+        assert_eq!(super::crypt("x", &sha1), None);
+        assert_eq!(super::crypt("x", "$apr1$b..19uzw$6v4a6u5EpFENxX7EkKRO.0"), None);
+        assert_eq!(super::crypt("x", "$7$whatever"), None);
     }
 
     #[test]

@@ -258,6 +258,11 @@ enum RawDuration {
     Text(String),
 }
 
+/// The largest `[cache] max_file`: files up to it are memory-mapped whole, so on a 32-bit
+/// target (2–3 GiB of address space, shared with everything else) one mapping must leave
+/// room; larger files go by `sendfile` with 64-bit offsets on every target.
+const MAX_MAPPED_FILE: i64 = if usize::BITS >= 64 { 1 << 40 } else { 1 << 30 };
+
 /// Turns a byte offset into a 1-based line number.
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
@@ -671,7 +676,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             cfg.cache_max_entries = cx.int("cache.max_entries", &v, 0, 10_000_000)?;
         }
         if let Some(v) = c.max_file {
-            cfg.cache_max_file = cx.int("cache.max_file", &v, 0, 1 << 40)?;
+            cfg.cache_max_file = cx.int("cache.max_file", &v, 0, MAX_MAPPED_FILE)?;
         }
         if let Some(v) = c.revalidate {
             cfg.cache_revalidate = cx.duration_or_zero("cache.revalidate", &v, 86_400)?;
@@ -1099,6 +1104,19 @@ mod tests {
 
     fn load(s: &str) -> Result<Config, ConfigError> {
         Config::from_toml(s, Path::new("/etc"))
+    }
+
+    /// `max_file` bounds what is mapped: the largest mapping must fit the address space
+    /// (1 GiB on a 32-bit target, 1 TiB on a 64-bit one); past it is an error, not a clamp.
+    #[test]
+    fn max_file_fits_the_address_space() {
+        let max = MAX_MAPPED_FILE;
+        assert_eq!(max, if usize::BITS >= 64 { 1 << 40 } else { 1 << 30 });
+        assert!(usize::try_from(max).is_ok(), "one mapping of max_file bytes is addressable");
+        let c = load(&format!("[cache]\nmax_file = {max}\n")).unwrap();
+        assert_eq!(c.cache_max_file, max as u64);
+        let e = load(&format!("[cache]\n\nmax_file = {}\n", max + 1)).unwrap_err();
+        assert_eq!(e.0, format!("line 3: cache.max_file: {} is out of range (0 to {max})", max + 1));
     }
 
     #[test]
