@@ -342,10 +342,13 @@ struct Serve {
     reloader: Option<server::Reloader>,
 }
 
+/// What `run_workers` needs: the configuration, socket-activated listeners, the reloader.
+type Workers = (Config, Option<Vec<std::net::TcpListener>>, Option<server::Reloader>, Reporter);
+
 /// What [`prepare`] leads to.
 enum Next {
     Exit(ExitCode),
-    Workers(Box<(Config, Option<Vec<std::net::TcpListener>>, Option<server::Reloader>, Reporter)>),
+    Workers(Box<Workers>),
     Serve(Box<Serve>, Option<PathBuf>),
 }
 
