@@ -14,8 +14,9 @@ serving the same small docroot on 127.0.0.1:
   4. memory per idle keep-alive connection: N connections (each after one GET, kept open),
      the growth of RSS and of anonymous memory divided by N, for each N in --conns. A server
      that closes the connection after its response (thttpd has no keep-alive) holds none:
-     the report says so instead of dividing by N; one that refuses connections says after
-     how many (darkhttpd waits with select(), so at most FD_SETSIZE = 1024 descriptors).
+     the report says so instead of dividing by N; one that refuses or resets connections
+     says after how many (darkhttpd waits with select(), whose fd_set only holds descriptors
+     below FD_SETSIZE = 1,024: past that its behaviour is undefined).
 
 Writes footprint.md and footprint.json to --out (default benches/results/<date>-footprint/).
 Run by hand; never in CI. Needs root only to install missing servers (apt-get), which it
