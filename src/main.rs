@@ -30,7 +30,8 @@ use ferrohttpd::thttpd::syslog::{Severity, Syslog};
 use ferrohttpd::workers;
 
 /// `main`'s frame stays under the event loop for the life of the process, so the work before
-/// it is done in callees that are not inlined ([`command`], [`run`]'s own).
+/// the loop is done in callees that are not inlined: [`command`], and under [`run`],
+/// [`prepare`] and [`open_server`].
 fn main() -> ExitCode {
     ferrohttpd::sys::note_main_stack();
     let (cmd, mode) = match command() {
