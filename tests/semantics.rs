@@ -1262,7 +1262,7 @@ fn precompressed_older_siblings_are_ignored_and_the_feature_can_be_configured() 
     drop(srv);
 
     let css = css_source();
-    let srv = precompressed_server("[compression]\nprecompressed = []");
+    let srv = precompressed_server("[compression]\nprecompressed = []\non_demand = false");
     for ae in ["br, gzip", "gzip", "*"] {
         let r = get_h(&srv, "/x.css", &[("Accept-Encoding", ae)]);
         assert_eq!(r.status, 200, "{r:?}");
@@ -1271,7 +1271,7 @@ fn precompressed_older_siblings_are_ignored_and_the_feature_can_be_configured() 
     }
     drop(srv);
 
-    let srv = precompressed_server("[compression]\nprecompressed = [\"gzip\"]");
+    let srv = precompressed_server("[compression]\nprecompressed = [\"gzip\"]\non_demand = false");
     let gz = fs::read(srv.root().join("x.css.gz")).unwrap();
     let r = get_h(&srv, "/x.css", &[("Accept-Encoding", "br, gzip")]);
     check_variant(&r, Some("gzip"), &gz).unwrap();
