@@ -202,14 +202,9 @@ fn unpad(flags: u8, p: &[u8]) -> Result<&[u8], Error> {
     rest.len().checked_sub(usize::from(pad)).map(|n| &rest[..n]).ok_or(Error::Connection(Code::Protocol))
 }
 
-fn priority(stream: u32, p: &[u8; 5]) -> Result<Priority, Error> {
+fn priority(p: &[u8; 5]) -> Priority {
     let word = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
-    let pr = Priority { dependency: word & MAX_WINDOW, exclusive: word >> 31 == 1, weight: p[4] };
-    // A stream cannot depend on itself (§5.3.1).
-    if pr.dependency == stream {
-        return Err(Error::Stream(stream, Code::Protocol));
-    }
-    Ok(pr)
+    Priority { dependency: word & MAX_WINDOW, exclusive: word >> 31 == 1, weight: p[4] }
 }
 
 fn word(p: &[u8]) -> u32 {
@@ -242,7 +237,9 @@ impl<'a> Frame<'a> {
                 let mut pr = None;
                 if h.flags & PRIORITY_FLAG != 0 {
                     let Some((p, rest)) = block.split_first_chunk::<5>() else { return conn(Code::FrameSize) };
-                    pr = Some(priority(s, p)?);
+                    // One that depends on its own stream is the session's stream error, once
+                    // the block is decoded (HPACK must stay in step, §4.3).
+                    pr = Some(priority(p));
                     block = rest;
                 }
                 Frame::Headers {
@@ -255,7 +252,12 @@ impl<'a> Frame<'a> {
             }
             PRIORITY => {
                 let Ok(p) = <&[u8; 5]>::try_from(payload) else { return Err(Error::Stream(s, Code::FrameSize)) };
-                Frame::Priority { stream: s, priority: priority(s, p)? }
+                let priority = priority(p);
+                // A stream cannot depend on itself (§5.3.1).
+                if priority.dependency == s {
+                    return Err(Error::Stream(s, Code::Protocol));
+                }
+                Frame::Priority { stream: s, priority }
             }
             RST_STREAM => {
                 if payload.len() != 4 {
@@ -425,7 +427,11 @@ mod tests {
             })
         );
         assert_eq!(frame(HEADERS, END_HEADERS, 0, b"\x82"), C(Code::Protocol));
-        assert_eq!(frame(HEADERS, PRIORITY_FLAG, 5, b"\0\0\0\x05\x10"), Err(Error::Stream(5, Code::Protocol)));
+        // A self-dependency is left to the session, which decodes the block first.
+        assert!(matches!(
+            frame(HEADERS, PRIORITY_FLAG, 5, b"\0\0\0\x05\x10"),
+            Ok(Frame::Headers { priority: Some(Priority { dependency: 5, .. }), .. })
+        ));
         assert_eq!(frame(HEADERS, PRIORITY_FLAG, 5, b"\0\0\0"), C(Code::FrameSize));
         assert_eq!(frame(HEADERS, PADDED, 5, b"\x05\x82"), C(Code::Protocol));
     }

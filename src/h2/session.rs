@@ -96,6 +96,8 @@ struct Block {
     stream: u32,
     end_stream: bool,
     bytes: Vec<u8>,
+    /// A stream error found in the HEADERS frame, sent once the block is decoded.
+    fault: Option<Code>,
 }
 
 pub struct Session {
@@ -204,6 +206,18 @@ impl Session {
         self.peer_max_frame
     }
 
+    /// The flow-control windows as kept, unclamped (for invariant checks: the `h2_session`
+    /// fuzz target): the connection's send and receive windows, then each stream's
+    /// identifier with its send and receive windows.
+    pub fn windows(&self) -> (i64, i64, impl Iterator<Item = (u32, i64, i64)> + '_) {
+        (self.conn_send, self.conn_recv, self.streams.iter().map(|(&id, s)| (id, s.send_window, s.recv_window)))
+    }
+
+    /// Bytes of a header block held until its last CONTINUATION (0 outside one).
+    pub fn header_block_len(&self) -> usize {
+        self.block.as_ref().map_or(0, |b| b.bytes.len())
+    }
+
     /// Consumes input, appending events. Returns the bytes used; the rest (an incomplete
     /// frame) must be offered again with more. After a connection error everything is used
     /// and ignored.
@@ -284,9 +298,14 @@ impl Session {
         true
     }
 
-    /// Sends RST_STREAM and forgets the stream; reports it if a response was owed.
+    /// Sends RST_STREAM and forgets the stream; reports it if a response was owed. A
+    /// client stream reset while idle (a PRIORITY that depends on itself) is closed from
+    /// then on: the client may not open it later (RFC 9113 §5.1).
     pub fn reset(&mut self, id: u32, code: Code, events: &mut Vec<Event>) {
         frame::write_rst_stream(&mut self.out, id, code);
+        if id % 2 == 1 && self.idle(id) {
+            self.last_stream = id;
+        }
         if let Some(s) = self.streams.remove(&id) {
             if s.requested {
                 events.push(Event::Reset { stream: id });
@@ -379,24 +398,27 @@ impl Session {
                 self.release(stream, events);
                 Ok(())
             }
-            Frame::Headers { stream, block, end_stream, end_headers, .. } => {
+            Frame::Headers { stream, block, end_stream, end_headers, priority } => {
                 if stream % 2 == 0 {
                     return Err(Error::Connection(Code::Protocol));
                 }
+                // A stream error is sent once the block is decoded: HPACK must stay in step,
+                // and the CONTINUATIONs are expected (§4.3). A stream cannot depend on
+                // itself (§5.3.1).
+                let mut fault = priority.filter(|p| p.dependency == stream).map(|_| Code::Protocol);
                 if let Some(s) = self.streams.get(&stream) {
                     // Trailers: only with END_STREAM, only while the client is still sending.
                     if s.remote_closed {
-                        return Err(Error::Stream(stream, Code::StreamClosed));
-                    }
-                    if !end_stream {
-                        return Err(Error::Stream(stream, Code::Protocol));
+                        fault = Some(Code::StreamClosed);
+                    } else if !end_stream {
+                        fault = Some(Code::Protocol);
                     }
                 } else if stream <= self.last_stream {
                     return Err(Error::Connection(Code::StreamClosed));
                 }
                 let mut bytes = Vec::new();
                 bytes.extend_from_slice(block);
-                self.block = Some(Block { stream, end_stream, bytes });
+                self.block = Some(Block { stream, end_stream, bytes, fault });
                 if end_headers {
                     self.end_block(events)?;
                 } else {
@@ -442,9 +464,10 @@ impl Session {
         Ok(())
     }
 
-    /// A stream identifier never used yet.
+    /// A stream identifier never used yet: above the last the client opened, or even (the
+    /// server's, and a server that never pushes opens none: RFC 9113 §5.1.1).
     fn idle(&self, id: u32) -> bool {
-        id > self.last_stream
+        id > self.last_stream || id % 2 == 0
     }
 
     fn check_block_size(&self) -> Result<(), Error> {
@@ -530,6 +553,9 @@ impl Session {
             Err(_) => return Err(Error::Connection(Code::Compression)),
         };
         let id = b.stream;
+        if let Some(code) = b.fault {
+            return Err(Error::Stream(id, code));
+        }
         if let Some(s) = self.streams.get_mut(&id) {
             // Trailers (END_STREAM was checked): dropped, but they end the body. They carry no
             // pseudo-header fields (RFC 9113 §8.1).
@@ -1132,6 +1158,73 @@ mod tests {
         assert_eq!(s.progress(), p);
         feed(&mut s, &frame(frame::HEADERS, 5, 1, &get_block(&[])));
         assert!(s.progress() > p);
+    }
+
+    /// The client may use no even stream: every frame on one, but HEADERS and PRIORITY,
+    /// is on an idle stream (found by the `h2_session` fuzz target: DATA on an even stream
+    /// below the last was answered as if on a closed one).
+    #[test]
+    fn even_streams_are_idle() {
+        for (kind, payload) in
+            [(frame::DATA, &b"x"[..]), (frame::WINDOW_UPDATE, b"\0\0\0\x01"), (frame::RST_STREAM, b"\0\0\0\x08")]
+        {
+            let mut s = started();
+            feed(&mut s, &frame(frame::HEADERS, frame::END_HEADERS, 5, &get_block(&[])));
+            feed(&mut s, &frame(kind, 0, 2, payload));
+            assert_eq!(goaway_code(&s), Some(Code::Protocol as u32), "frame type {kind}");
+            assert_eq!(rst(&s, 2), None);
+        }
+    }
+
+    /// A stream the server reset while it was idle (a PRIORITY that depends on itself) is
+    /// closed: the client cannot open it afterwards (found by the `h2_session` fuzz target).
+    #[test]
+    fn a_stream_reset_while_idle_is_closed() {
+        let mut s = started();
+        feed(&mut s, &frame(frame::PRIORITY, 0, 3, b"\0\0\0\x03\x10"));
+        assert_eq!(rst(&s, 3), Some(Code::Protocol as u32));
+        assert!(feed(&mut s, &frame(frame::HEADERS, 5, 3, &get_block(&[]))).is_empty());
+        assert_eq!(goaway_code(&s), Some(Code::StreamClosed as u32));
+    }
+
+    /// A HEADERS that is a stream error still has its block decoded (RFC 9113 §4.3), so the
+    /// dynamic table stays in step and its CONTINUATIONs are taken as such.
+    #[test]
+    fn a_stream_error_in_headers_still_decodes_the_block() {
+        // A literal with incremental indexing: "x-a: b" becomes dynamic entry 62.
+        let indexed = [0x40, 3, b'x', b'-', b'a', 1, b'b'];
+        let uses_it = |mut b: Vec<u8>| {
+            b.push(0x80 | 62);
+            b
+        };
+        let mut blocks: Vec<(&str, Vec<u8>)> = Vec::new();
+        // Depending on itself (§5.3.1).
+        let mut prio = b"\0\0\0\x01\x10".to_vec();
+        prio.extend(get_block(&[]));
+        prio.extend(indexed);
+        blocks.push(("self-dependency", frame(frame::HEADERS, 5 | frame::PRIORITY_FLAG, 1, &prio)));
+        // Trailers without END_STREAM, in HEADERS + CONTINUATION.
+        let mut trailers = frame(frame::HEADERS, frame::END_HEADERS, 1, &get_block(&[]));
+        trailers.extend(frame(frame::HEADERS, 0, 1, &indexed[..3]));
+        trailers.extend(frame(frame::CONTINUATION, frame::END_HEADERS, 1, &indexed[3..]));
+        blocks.push(("trailers without END_STREAM", trailers));
+        // Trailers on a stream the client has ended.
+        let mut closed = frame(frame::HEADERS, frame::END_HEADERS, 1, &get_block(&[("content-length", "1")]));
+        closed.extend(frame(frame::DATA, frame::END_STREAM, 1, b"x"));
+        closed.extend(frame(frame::HEADERS, 5, 1, &indexed));
+        blocks.push(("HEADERS on a half-closed stream", closed));
+        for (what, input) in blocks {
+            let mut s = Session::new(Limits { max_concurrent_streams: 10, ..LIM });
+            let mut start = PREFACE.to_vec();
+            start.extend(frame(frame::SETTINGS, 0, 0, b""));
+            feed(&mut s, &start);
+            feed(&mut s, &input);
+            assert!(rst(&s, 1).is_some_and(|c| c != 0), "{what}: no RST_STREAM");
+            assert_eq!(goaway_code(&s), None, "{what}");
+            let ev = feed(&mut s, &frame(frame::HEADERS, 5, 3, &uses_it(get_block(&[]))));
+            let [Event::Request { stream: 3, fields }] = &ev[..] else { panic!("{what}: {ev:?}") };
+            assert!(fields.iter().any(|(n, v)| n == b"x-a" && v == b"b"), "{what}: {fields:?}");
+        }
     }
 
     #[test]
