@@ -26,12 +26,17 @@
 //! coverage-guided `cargo fuzz` targets (`fuzz/README.md`), which also check the chunked body
 //! decoder, the Range parser, the precondition evaluator and the PROXY protocol parser. The
 //! corpus those targets grew is committed (`fuzz/corpus/<target>/`) and replayed here through
-//! the same checks, as is the corpus of the HPACK decoder's target (`fuzz/checks_hpack.rs`,
-//! with the `http2` feature).
+//! the same checks, as are the corpora of the HTTP/2 targets (with the `http2` feature): the
+//! HPACK decoder's (`fuzz/checks_hpack.rs`), the frame parser's and the connection state
+//! machine's (`fuzz/checks_h2.rs`).
 
 /// The invariants, shared with the `cargo fuzz` targets in `fuzz/`.
 #[path = "../fuzz/checks.rs"]
 mod checks;
+/// The HTTP/2 frame parser's and connection state machine's invariants.
+#[cfg(feature = "http2")]
+#[path = "../fuzz/checks_h2.rs"]
+mod checks_h2;
 /// The HPACK decoder's invariants (the module exists only with the `http2` feature).
 #[cfg(feature = "http2")]
 #[path = "../fuzz/checks_hpack.rs"]
@@ -974,23 +979,31 @@ fn fuzz_corpus_replays_clean() {
     f.finish();
 }
 
-/// The `hpack_decode` target's committed corpus, replayed through its invariants.
+/// The HTTP/2 targets' committed corpora (`hpack_decode`, `h2_frame`, `h2_session`),
+/// replayed through their invariants.
 #[cfg(feature = "http2")]
 #[test]
-fn hpack_fuzz_corpus_replays_clean() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/hpack_decode");
-    let mut files: Vec<PathBuf> =
-        fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).map(|e| e.unwrap().path()).collect();
-    files.sort();
-    assert!(files.len() >= 10, "{}: {} files; the committed corpus is missing", dir.display(), files.len());
+fn http2_fuzz_corpora_replay_clean() {
+    type Check = fn(&[u8]) -> Result<(), String>;
+    let targets: [(&str, Check); 3] = [
+        ("hpack_decode", checks_hpack::check_hpack_decode),
+        ("h2_frame", checks_h2::check_h2_frame),
+        ("h2_session", checks_h2::check_h2_session),
+    ];
     let mut f = Failures::new();
-    for file in &files {
-        let data = fs::read(file).unwrap();
-        f.check(
-            &format!("hpack_decode/{}", file.file_name().unwrap().to_string_lossy()),
-            checks_hpack::check_hpack_decode(&data),
-        );
+    for (target, check) in targets {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+        let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "{}: {} files; the committed corpus is missing", dir.display(), files.len());
+        for file in &files {
+            let data = fs::read(file).unwrap();
+            f.check(&format!("{target}/{}", file.file_name().unwrap().to_string_lossy()), check(&data));
+        }
+        eprintln!("fuzz corpus: {target}: {} files", files.len());
     }
-    eprintln!("fuzz corpus: hpack_decode: {} files", files.len());
     f.finish();
 }

@@ -1,10 +1,14 @@
-//! The fuzz targets' invariants: `fuzz/checks.rs` and `fuzz/checks_hpack.rs`, which
+//! The fuzz targets' invariants: `fuzz/checks.rs`, `fuzz/checks_hpack.rs` and
+//! `fuzz/checks_h2.rs`, which
 //! `tests/fuzz.rs` includes as well.
 
 #[path = "../checks.rs"]
 mod checks;
+#[path = "../checks_h2.rs"]
+mod checks_h2;
 #[path = "../checks_hpack.rs"]
 mod checks_hpack;
 
 pub use checks::*;
+pub use checks_h2::*;
 pub use checks_hpack::*;
