@@ -1039,6 +1039,11 @@ fn session(data: &[u8]) -> arbitrary::Result<Result<(), String>> {
         max_header_block: *u.choose(&[64, 1024, 16_384, 65_536])?,
         header_table_size: *u.choose(&[0, 64, 4096])?,
         max_body: *u.choose(&[0, 100, 16_384, 1 << 20])?,
+        // `[http2]`'s defaults (taken from no input byte, so that the corpus keeps its
+        // meaning).
+        initial_window: frame::DEFAULT_WINDOW,
+        reset_budget: 200,
+        flood_budget: 1000,
     };
     let body_max = *u.choose(&[0, 10, 20_000, 70_000, 300_000])?;
     let mut conn = Conn {
