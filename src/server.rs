@@ -97,6 +97,9 @@ pub struct Ctx {
     pub path: String,
     rbufs: Vec<Box<[u8]>>,
     bodies: Vec<Vec<u8>>,
+    /// Read buffers of HTTP/2 connections (`conn::h2`), given back when they are idle.
+    #[cfg(feature = "http2")]
+    h2_rbufs: Vec<Box<[u8]>>,
     /// Site routing (`crate::route`); `routes.active` is false when none is configured.
     pub routes: Routes,
     /// The port of the first TLS listener as bound (`[tls] redirect_http` sends clients there).
@@ -113,6 +116,23 @@ impl Ctx {
     pub fn put_rbuf(&mut self, b: Box<[u8]>) {
         if self.rbufs.len() < POOL_MAX && b.len() == self.cfg.max_header_bytes {
             self.rbufs.push(b);
+        }
+    }
+
+    /// A read buffer of `len` bytes for an HTTP/2 connection, from its pool if one is free.
+    #[cfg(feature = "http2")]
+    pub fn take_h2_rbuf(&mut self, len: usize) -> Box<[u8]> {
+        match self.h2_rbufs.pop() {
+            Some(b) if b.len() == len => b,
+            _ => vec![0; len].into_boxed_slice(),
+        }
+    }
+
+    /// Keeps at most 64 (2 MiB): enough for the connections busy at once in one turn.
+    #[cfg(feature = "http2")]
+    pub fn put_h2_rbuf(&mut self, b: Box<[u8]>) {
+        if self.h2_rbufs.len() < 64 {
+            self.h2_rbufs.push(b);
         }
     }
 
@@ -515,6 +535,8 @@ impl Server {
             path: String::new(),
             rbufs: Vec::new(),
             bodies: Vec::new(),
+            #[cfg(feature = "http2")]
+            h2_rbufs: Vec::new(),
             routes,
             #[cfg(feature = "tls")]
             https_port,

@@ -354,3 +354,51 @@ fn streams_waiting_for_a_password_check_do_not_hold_the_others() {
     let lines = srv.wait_access_log(3);
     assert!(lines.iter().any(|l| l.contains(" alice ") && l.contains("\"GET /file.txt HTTP/2.0\" 200")), "{lines:?}");
 }
+
+#[test]
+fn a_large_download_does_not_hold_up_small_ones() {
+    // A 32 MiB file (sent from its descriptor) and a 1 MiB one (mapped, its DATA spliced from
+    // the mapping on h2c) asked first, then small files on the same connection: the small
+    // ones end long before the large ones, every frame within the 16 KiB DATA turn even though
+    // the client accepts frames of 1 MiB, and every body is exact.
+    let srv = Server::builder()
+        .config("[cache]\nmax_file = 2097152\n")
+        .setup(|_, root| fs::write(root.join("mid.bin"), pseudo_random_bytes(1 << 20, 3)).unwrap())
+        .start();
+    let big = big_file(srv.root());
+    let mid = pseudo_random_bytes(1 << 20, 3);
+    // SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE at their largest and 1 MiB.
+    let mut s = open(&srv, b"\x00\x04\x7f\xff\xff\xff\x00\x05\x00\x10\x00\x00");
+    s.write_all(&frame(8, 0, 0, &(0x7fff_ffffu32 - 65_535).to_be_bytes())).unwrap();
+    let mut req = frame(1, 5, 1, &get_block("/big.bin", &[]));
+    req.extend(frame(1, 5, 3, &get_block("/mid.bin", &[])));
+    s.write_all(&req).unwrap();
+    let mut req = Vec::new();
+    for (i, id) in [5u32, 7, 9, 11].into_iter().enumerate() {
+        req.extend(frame(1, 5, id, &get_block(&format!("/p{}.txt", i + 4), &[])));
+    }
+    s.write_all(&req).unwrap();
+    let mut order = Vec::new();
+    let mut largest = 0;
+    let mut bodies: HashMap<u32, Vec<u8>> = HashMap::new();
+    let (_, closed) = read_frames_for(&mut s, Duration::from_secs(60), |f| {
+        if f.0 == 0 {
+            largest = largest.max(f.3.len());
+            bodies.entry(f.2).or_default().extend_from_slice(&f.3);
+        }
+        if f.2 != 0 && f.1 & 1 != 0 {
+            order.push(f.2);
+        }
+        order.len() == 6
+    });
+    assert!(!closed && order.len() == 6, "ended: {order:?}");
+    let last_small = order.iter().rposition(|id| *id >= 5).unwrap();
+    let first_large = order.iter().position(|id| *id < 5).unwrap();
+    assert!(last_small < first_large, "streams ended in the order {order:?}");
+    assert!(largest <= 16_384, "a DATA frame of {largest} bytes");
+    assert!(bodies[&1] == big, "big.bin: {} bytes", bodies[&1].len());
+    assert!(bodies[&3] == mid, "mid.bin: {} bytes", bodies[&3].len());
+    for (i, id) in [5u32, 7, 9, 11].into_iter().enumerate() {
+        assert!(bodies[&id] == page(i + 4), "p{}.txt", i + 4);
+    }
+}

@@ -19,11 +19,22 @@
 //!   lowercased, connection-specific fields dropped), the body stays a source (memory, a
 //!   mapped range, an fd range, multipart parts) pulled from as the windows allow.
 //! * **Output.** DATA frames are cut round-robin from the streams with something to send,
-//!   at most the peer's SETTINGS_MAX_FRAME_SIZE and both flow-control windows each, into
-//!   the session's one output buffer, which is written in large writes: many responses
-//!   leave in one `write`. A stream with no window waits (costing nothing) until a
-//!   WINDOW_UPDATE. Mapped bytes are copied by the kernel (`sys::copy_mapped`, never read
-//!   from user space: a truncated file gives EFAULT, not SIGBUS), fd ranges with `pread`.
+//!   at most [`CHUNK`], the peer's SETTINGS_MAX_FRAME_SIZE and both flow-control windows
+//!   each (so one large download does not hold up small ones), while less than
+//!   [`OUT_HIGH`] is pending. Frames go into the session's one output buffer, except, on a
+//!   plain connection (h2c), the payloads of mapped files and cached listings: those stay
+//!   where they are, recorded as [`Splice`]s between the buffer's bytes, and one `sendmsg`
+//!   takes the lot (HEADERS, 9-byte DATA headers, slices of the mappings: many responses,
+//!   nothing copied in user space, as HTTP/1.1 sends a head and its mapped body). Over TLS,
+//!   which must encrypt the bytes itself, mapped bytes are copied into the buffer by the
+//!   kernel (`sys::copy_mapped`, never read from user space: a truncated file gives EFAULT,
+//!   not SIGBUS), all of them handed to rustls and flushed in one write. Ranges of fd-backed
+//!   files (above `[cache] max_file`) are spliced too on h2c, and sent with `sendfile` after
+//!   the frames before them (that `sendmsg` with `MSG_MORE`, so the 9-byte DATA header
+//!   shares a segment with its payload): measured on the page-load workload, a third of the
+//!   server CPU of reading them into the buffer with `pread` (BENCHMARKS.md). Over TLS they
+//!   are read with `pread` straight into the buffer. A stream with no window waits
+//!   (costing nothing) until a WINDOW_UPDATE.
 //! * **Pauses.** A stream whose credentials are being verified keeps its fields and is
 //!   answered again when the connection resumes; the others go on meanwhile.
 //! * **Ends.** Each stream's response is logged (protocol `HTTP/2.0`) and counted when its
@@ -35,14 +46,15 @@
 //!   expired connection gets a last GOAWAY if the socket takes it (`h2_expire`).
 
 use std::collections::VecDeque;
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 use std::time::Instant;
 
 use super::exchange::{Body, Exchange};
 use super::{is_peer_gone, Conn, Drive, Phase, WriteResult, WRITE_BUDGET};
-use crate::fs::cache;
+use crate::fs::cache::{self, FileEntry};
 use crate::h2::frame::{self, Code, PREFACE};
 use crate::h2::request::Fields;
 use crate::h2::session::{self, Event, Session};
@@ -62,6 +74,35 @@ const READ_TURNS: usize = 16;
 /// The most DATA bytes one frame carries, whatever the peer allows: streams take turns at
 /// this granularity.
 const CHUNK: usize = 16 * 1024;
+/// The most slices one `sendmsg` is given (far below the kernel's `IOV_MAX` of 1024):
+/// [`OUT_HIGH`] of 4 KiB responses is about 40.
+const IOVECS: usize = 128;
+
+/// A DATA payload sent from where it lies (a cached mapping or listing, or a range of a
+/// cached file descriptor, kept alive by its entry), right after `session.out[..at]`: on a
+/// plain connection nothing is copied. `start` is the offset in the mapping or the file.
+struct Splice {
+    at: usize,
+    entry: Rc<FileEntry>,
+    start: u64,
+    len: usize,
+}
+
+impl Splice {
+    /// The payload (`None` only if the entry's body were not the one it was cut from). The
+    /// bytes of a mapping only go to the kernel, as `sendmsg` buffers.
+    fn bytes(&self) -> Option<&[u8]> {
+        self.entry.body.bytes()?.get(usize::try_from(self.start).ok()?..)?.get(..self.len)
+    }
+
+    /// The payload is a range of a file descriptor, sent with `sendfile`.
+    fn file(&self) -> Option<&std::fs::File> {
+        match &self.entry.body {
+            cache::Body::Fd(f) => Some(f),
+            _ => None,
+        }
+    }
+}
 
 /// The HTTP/2 state of a connection (boxed in `Conn`).
 pub(super) struct H2 {
@@ -71,6 +112,13 @@ pub(super) struct H2 {
     streams: VecDeque<Stream>,
     /// `session.out[out_pos..]` is not written yet.
     out_pos: usize,
+    /// Payloads sent from where they lie, in order (plain connections only), the bytes of
+    /// the first already written, and the bytes of all not yet written.
+    splices: VecDeque<Splice>,
+    splice_pos: usize,
+    spliced: usize,
+    /// The transport is plain TCP: payloads may be spliced.
+    plain: bool,
     /// Requests waiting for a verification: their stream and fields.
     paused: Vec<(u32, Fields)>,
     /// Verification jobs not yet handed to the server.
@@ -89,9 +137,84 @@ impl H2 {
         std::mem::take(&mut self.jobs)
     }
 
+    /// Bytes queued and not yet written: buffered frames and spliced payloads.
+    fn pending(&self) -> usize {
+        self.session.out.len() - self.out_pos + self.spliced
+    }
+
+    /// Drops the written front of the output buffer (once it is large), so a connection
+    /// that never drains completely still holds only what is pending.
+    fn compact(&mut self) {
+        if self.out_pos < OUT_HIGH {
+            return;
+        }
+        self.session.out.drain(..self.out_pos);
+        for sp in &mut self.splices {
+            sp.at -= self.out_pos;
+        }
+        self.out_pos = 0;
+    }
+
+    /// The pending output as slices for one `sendmsg`, in order: buffered bytes and spliced
+    /// payloads alternate. `None`: a splice lost its bytes (see [`Splice::bytes`]).
+    fn gather<'a>(&'a self, iov: &mut [IoSlice<'a>; IOVECS]) -> Option<(usize, bool)> {
+        let out = &self.session.out;
+        let mut pos = self.out_pos;
+        let mut k = 0;
+        for (i, sp) in self.splices.iter().enumerate() {
+            if k + 2 > IOVECS {
+                return Some((k, false));
+            }
+            if sp.at > pos {
+                iov[k] = IoSlice::new(&out[pos..sp.at]);
+                k += 1;
+                pos = sp.at;
+            }
+            if sp.file().is_some() {
+                // A `sendfile` follows: let the kernel hold a partial segment.
+                return Some((k, true));
+            }
+            let skip = if i == 0 { self.splice_pos } else { 0 };
+            iov[k] = IoSlice::new(sp.bytes()?.get(skip..)?);
+            k += 1;
+        }
+        if pos < out.len() && k < IOVECS {
+            iov[k] = IoSlice::new(&out[pos..]);
+            k += 1;
+        }
+        Some((k, false))
+    }
+
+    /// `n` bytes of what [`H2::gather`] gave were written.
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            match self.splices.front() {
+                Some(sp) if self.out_pos < sp.at => {
+                    let t = n.min(sp.at - self.out_pos);
+                    self.out_pos += t;
+                    n -= t;
+                }
+                Some(sp) => {
+                    let t = n.min(sp.len - self.splice_pos);
+                    self.splice_pos += t;
+                    self.spliced -= t;
+                    n -= t;
+                    if self.splice_pos == sp.len {
+                        self.splices.pop_front();
+                        self.splice_pos = 0;
+                    }
+                }
+                None => {
+                    self.out_pos += n;
+                    n = 0;
+                }
+            }
+        }
+    }
+
     /// For the status page: writing while streams are open or output is pending.
     pub(super) fn state(&self) -> super::ConnState {
-        if self.session.active_streams() > 0 || self.out_pos < self.session.out.len() {
+        if self.session.active_streams() > 0 || self.pending() > 0 {
             super::ConnState::Writing
         } else {
             super::ConnState::Idle
@@ -162,7 +285,7 @@ impl Conn {
     /// Makes this an HTTP/2 connection; its unread input (the preface, if it came in clear)
     /// is the session's first input.
     pub(super) fn start_h2(&mut self, cx: &mut Ctx) {
-        let mut big = vec![0; RBUF].into_boxed_slice();
+        let mut big = cx.take_h2_rbuf(RBUF);
         if let Some(old) = self.rbuf.take() {
             let n = self.rend - self.rstart;
             big[..n].copy_from_slice(&old[self.rstart..self.rend]);
@@ -173,11 +296,19 @@ impl Conn {
         self.rbuf = Some(big);
         self.phase = Phase::Head;
         self.deadline = cx.clock.now + cx.cfg.http2.handshake_timeout;
+        #[cfg(feature = "tls")]
+        let plain = matches!(self.transport, super::Transport::Plain);
+        #[cfg(not(feature = "tls"))]
+        let plain = true;
         self.h2 = Some(Box::new(H2 {
             session: Session::new(limits(cx)),
             events: Vec::new(),
             streams: VecDeque::new(),
             out_pos: 0,
+            splices: VecDeque::new(),
+            splice_pos: 0,
+            spliced: 0,
+            plain,
             paused: Vec::new(),
             jobs: Vec::new(),
             resumed: false,
@@ -230,7 +361,7 @@ impl Conn {
         loop {
             let mut progress = false;
             // Input, unless the output is backed up.
-            if self.h2.as_ref().is_some_and(|h| h.session.out.len() - h.out_pos < OUT_HIGH) {
+            if self.h2.as_ref().is_some_and(|h| h.pending() < OUT_HIGH) {
                 match self.h2_read(cx) {
                     Ok(p) => {
                         progress |= p;
@@ -273,7 +404,7 @@ impl Conn {
     /// Nothing more to do now: sets the deadline, hands over a verification job, or waits.
     fn h2_wait(&mut self, cx: &mut Ctx, sleep: Option<Instant>) -> Drive {
         let Some(h) = &mut self.h2 else { return Drive::Close };
-        let busy = h.session.active_streams() > 0 || h.out_pos < h.session.out.len();
+        let busy = h.session.active_streams() > 0 || h.pending() > 0;
         // Until the handshake is done its deadline stands. Then, busy: the write-stall
         // deadline, renewed only by progress (a request, body bytes, DATA queued), so a
         // client that never opens its window meets it however often it pings. Idle: the
@@ -287,10 +418,12 @@ impl Conn {
             h.idle = !busy;
         }
         if !busy {
-            h.session.out = Vec::new();
+            cx.put_body(std::mem::take(&mut h.session.out));
             h.out_pos = 0;
             if self.rstart == self.rend {
-                self.rbuf = None;
+                if let Some(b) = self.rbuf.take() {
+                    cx.put_h2_rbuf(b);
+                }
                 self.rstart = 0;
                 self.rend = 0;
             }
@@ -308,8 +441,13 @@ impl Conn {
     /// that completed. `Ok(true)`: something was read.
     fn h2_read(&mut self, cx: &mut Ctx) -> Result<bool, ()> {
         if self.rbuf.is_none() {
-            // Not the pool's: a whole frame must fit.
-            self.rbuf = Some(vec![0; RBUF].into_boxed_slice());
+            // Not the HTTP/1.1 pool's: a whole frame must fit.
+            self.rbuf = Some(cx.take_h2_rbuf(RBUF));
+        }
+        if let Some(h) = &mut self.h2 {
+            if h.session.out.capacity() == 0 {
+                h.session.out = cx.take_body();
+            }
         }
         let before = self.rend;
         #[cfg(feature = "tls")]
@@ -430,11 +568,11 @@ impl Conn {
     /// buffer allow.
     fn h2_produce(&mut self, cx: &mut Ctx) -> Produced {
         let Some(h) = &mut self.h2 else { return Produced::Nothing(None) };
+        h.compact();
         let mut any = false;
         let mut wake: Option<Instant> = None;
-        let mut chunk = [0u8; CHUNK];
         let mut idle_turns = 0;
-        while h.session.out.len() - h.out_pos < OUT_HIGH && idle_turns < h.streams.len() {
+        while h.pending() < OUT_HIGH && idle_turns < h.streams.len() {
             let Some(mut s) = h.streams.pop_front() else { break };
             if !h.session.is_open(s.id) {
                 finish_stream(cx, s, false);
@@ -452,20 +590,21 @@ impl Conn {
                 continue;
             }
             idle_turns = 0;
-            let n = match pull(cx, &mut s, &mut chunk[..room]) {
-                Ok(n) => n,
-                Err(()) => {
-                    let mut ev = Vec::new();
-                    h.session.reset(s.id, Code::Internal, &mut ev);
-                    finish_stream(cx, s, false);
-                    continue;
-                }
-            };
-            if s.left() == 0 && !s.ex.next_part(cx) {
-                h.session.send_data(s.id, &chunk[..n], true);
+            let n = usize::try_from(s.left()).unwrap_or(usize::MAX).min(room);
+            let at = h.session.begin_data();
+            let splices = if h.plain { Some((&mut h.splices, &mut h.spliced)) } else { None };
+            if emit(cx, &mut s, &mut h.session.out, n, splices).is_err() {
+                h.session.out.truncate(at);
+                let mut ev = Vec::new();
+                h.session.reset(s.id, Code::Internal, &mut ev);
+                finish_stream(cx, s, false);
+                continue;
+            }
+            let end = s.left() == 0 && !s.ex.next_part(cx);
+            h.session.commit_data(at, s.id, n, end);
+            if end {
                 finish_stream(cx, s, true);
             } else {
-                h.session.send_data(s.id, &chunk[..n], false);
                 h.streams.push_back(s);
             }
             any = true;
@@ -479,49 +618,87 @@ impl Conn {
 
     /// Writes the session's output.
     fn h2_flush(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        #[cfg(feature = "tls")]
+        if !self.h2.as_ref().is_some_and(|h| h.plain) {
+            return self.h2_flush_tls(cx, budget);
+        }
+        self.h2_send(cx, budget)
+    }
+
+    /// Writes the output of a TLS connection: all of it handed to rustls (at most
+    /// `OUT_LIMIT` at a time), whose records leave in one write each time.
+    #[cfg(feature = "tls")]
+    fn h2_flush_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        use super::tls_io::Flush;
         loop {
             let Some(h) = &mut self.h2 else { return WriteResult::Closed };
             if h.out_pos == h.session.out.len() {
                 h.session.out.clear();
                 h.out_pos = 0;
-                #[cfg(feature = "tls")]
                 return match self.flush_tls(cx, budget) {
-                    super::tls_io::Flush::Done => WriteResult::Done,
-                    super::tls_io::Flush::Blocked => WriteResult::Blocked,
-                    super::tls_io::Flush::Budget => WriteResult::Budget,
-                    super::tls_io::Flush::Closed => WriteResult::Closed,
+                    Flush::Done => WriteResult::Done,
+                    Flush::Blocked => WriteResult::Blocked,
+                    Flush::Budget => WriteResult::Budget,
+                    Flush::Closed => WriteResult::Closed,
                 };
-                #[cfg(not(feature = "tls"))]
+            }
+            if *budget == 0 {
+                return WriteResult::Budget;
+            }
+            let super::Transport::Tls(t) = &mut self.transport else { return WriteResult::Closed };
+            // rustls buffers at most OUT_LIMIT: hand it that much, then flush.
+            let took = match t.conn.writer().write(&h.session.out[h.out_pos..]) {
+                Ok(k) => k,
+                Err(e) => {
+                    cx.error(format_args!("tls write to {}: {e}", self.peer));
+                    return WriteResult::Closed;
+                }
+            };
+            h.out_pos += took;
+            match self.flush_tls(cx, budget) {
+                Flush::Done => {}
+                Flush::Blocked => return WriteResult::Blocked,
+                Flush::Budget => return WriteResult::Budget,
+                Flush::Closed => return WriteResult::Closed,
+            }
+        }
+    }
+
+    /// Writes the output of a plain connection: buffered frames and spliced payloads, as
+    /// many as [`IOVECS`] slices per `sendmsg`.
+    fn h2_send(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        loop {
+            let Some(h) = &mut self.h2 else { return WriteResult::Closed };
+            if h.pending() == 0 {
+                h.session.out.clear();
+                h.out_pos = 0;
                 return WriteResult::Done;
             }
             if *budget == 0 {
                 return WriteResult::Budget;
             }
-            let pending = &h.session.out[h.out_pos..];
-            #[cfg(feature = "tls")]
-            if let super::Transport::Tls(t) = &mut self.transport {
-                // rustls buffers at most OUT_LIMIT: hand it that much, then flush.
-                let took = match t.conn.writer().write(pending) {
-                    Ok(k) => k,
-                    Err(e) => {
-                        cx.error(format_args!("tls write to {}: {e}", self.peer));
-                        return WriteResult::Closed;
-                    }
-                };
-                h.out_pos += took;
-                match self.flush_tls(cx, budget) {
-                    super::tls_io::Flush::Done => continue,
-                    super::tls_io::Flush::Blocked => return WriteResult::Blocked,
-                    super::tls_io::Flush::Budget => return WriteResult::Budget,
-                    super::tls_io::Flush::Closed => return WriteResult::Closed,
-                }
-            }
             if !self.writable {
                 return WriteResult::Blocked;
             }
-            match self.sock.write(pending) {
+            let sent = match h.splices.front() {
+                Some(sp) if sp.at == h.out_pos && sp.file().is_some() => {
+                    let Some(file) = sp.file() else { return WriteResult::Closed };
+                    let mut off = sp.start + h.splice_pos as u64;
+                    match sys::sendfile(self.sock.as_raw_fd(), file.as_raw_fd(), &mut off, sp.len - h.splice_pos) {
+                        // The file ended before its cached size.
+                        Ok(0) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                        r => r,
+                    }
+                }
+                _ => {
+                    let mut iov = [IoSlice::new(&[]); IOVECS];
+                    let Some((k, more)) = h.gather(&mut iov) else { return WriteResult::Closed };
+                    sys::sendv(self.sock.as_raw_fd(), &iov[..k], more)
+                }
+            };
+            match sent {
                 Ok(n) => {
-                    h.out_pos += n;
+                    h.advance(n);
                     *budget = budget.saturating_sub(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -529,6 +706,21 @@ impl Conn {
                     return WriteResult::Blocked;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+                    // A mapped file shrank under us: the bytes a DATA header promised are
+                    // gone. The first splice not written is the one that faulted.
+                    if let Some(sp) = h.splices.front() {
+                        cx.cache.invalidate(&sp.entry);
+                        cx.errors.log(
+                            cx.clock.log_date(),
+                            format_args!(
+                                "file {:?} changed size while being sent to {}; connection closed",
+                                sp.entry.url_path, self.peer
+                            ),
+                        );
+                    }
+                    return WriteResult::Closed;
+                }
                 Err(e) => {
                     if !is_peer_gone(&e) {
                         cx.error(format_args!("write to {}: {e}", self.peer));
@@ -565,65 +757,96 @@ fn head_to_headers(head: &[u8], names: &mut Vec<u8>, session: &mut Session, id: 
     session.send_headers(id, status, spans.iter().map(|&(a, b, v)| (&names[a..b], v)), end);
 }
 
-/// Copies the stream's next bytes (multipart framing, then body) into `out`. `Err`: the
-/// file changed under us (the entry is dropped from the cache) or could not be read.
-fn pull(cx: &mut Ctx, s: &mut Stream, out: &mut [u8]) -> Result<usize, ()> {
+/// Appends the stream's next `n` bytes (multipart framing, then body; at most
+/// [`Stream::left`]) to `out` as a DATA payload, or, given `splices` (a plain connection),
+/// records the bytes of a mapped or fd body as a [`Splice`] after what `out` holds. `Err`: the file
+/// changed under us (the entry is dropped from the cache) or could not be read; `out` may
+/// then hold part of the payload.
+fn emit(
+    cx: &mut Ctx,
+    s: &mut Stream,
+    out: &mut Vec<u8>,
+    n: usize,
+    splices: Option<(&mut VecDeque<Splice>, &mut usize)>,
+) -> Result<(), ()> {
     let ex = &mut s.ex;
     let framing = &ex.head[ex.head_pos..];
-    let f = framing.len().min(out.len());
-    out[..f].copy_from_slice(&framing[..f]);
+    let f = framing.len().min(n);
+    out.extend_from_slice(&framing[..f]);
     ex.head_pos += f;
-    let out = &mut out[f..];
+    let b = n - f;
+    if b == 0 {
+        return Ok(());
+    }
     let result = match &mut ex.body {
-        _ if out.is_empty() => Ok(0),
-        Body::None => Ok(0),
-        Body::Mem { buf, pos } => {
-            let n = (buf.len() - *pos).min(out.len());
-            out[..n].copy_from_slice(&buf[*pos..*pos + n]);
-            *pos += n;
-            Ok(n)
-        }
+        Body::None => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+        Body::Mem { buf, pos } => match buf.get(*pos..*pos + b) {
+            Some(src) => {
+                out.extend_from_slice(src);
+                *pos += b;
+                Ok(())
+            }
+            None => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+        },
         Body::Mapped { entry, pos, end } => {
-            let n = (*end - *pos).min(out.len());
-            let r = match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
-                _ if n == 0 => Ok(0),
+            let src = entry.body.bytes().and_then(|bytes| bytes.get(*pos..*pos + b)).filter(|_| *pos + b <= *end);
+            let r = match (src, splices) {
+                (None, _) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                (Some(_), Some((splices, spliced))) => {
+                    splices.push_back(Splice { at: out.len(), entry: entry.clone(), start: *pos as u64, len: b });
+                    *spliced += b;
+                    Ok(())
+                }
                 // A rendering (a cached listing) is ordinary memory.
-                (cache::Body::Memory(_), Some(src)) => {
-                    out[..n].copy_from_slice(src);
-                    Ok(n)
+                (Some(src), None) if matches!(entry.body, cache::Body::Memory(_)) => {
+                    out.extend_from_slice(src);
+                    Ok(())
                 }
                 // The kernel copies out of the mapping: a page gone with a truncation is
                 // EFAULT here, not SIGBUS.
-                (_, Some(src)) => sys::copy_mapped(src, &mut out[..n]),
-                (_, None) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                (Some(src), None) => {
+                    let old = out.len();
+                    out.resize(old + b, 0);
+                    match sys::copy_mapped(src, &mut out[old..]) {
+                        Ok(k) if k == b => Ok(()),
+                        Ok(_) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                        Err(e) => Err(e),
+                    }
+                }
             };
-            match r {
-                Ok(0) if n > 0 => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-                Ok(k) => {
-                    *pos += k;
-                    Ok(k)
-                }
-                Err(e) => Err(e),
+            if r.is_ok() {
+                *pos += b;
             }
+            r
         }
-        Body::File { entry, pos, end, .. } => {
+        Body::File { entry, pos, .. } if splices.is_some() => {
+            if let Some((splices, spliced)) = splices {
+                splices.push_back(Splice { at: out.len(), entry: entry.clone(), start: *pos, len: b });
+                *spliced += b;
+            }
+            *pos += b as u64;
+            Ok(())
+        }
+        Body::File { entry, pos, .. } => {
             let cache::Body::Fd(file) = &entry.body else { return Err(()) };
-            let n = usize::try_from(*end - *pos).unwrap_or(usize::MAX).min(out.len());
-            match file.read_at(&mut out[..n], *pos) {
-                Ok(0) if n > 0 => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-                Ok(k) => {
-                    *pos += k as u64;
-                    Ok(k)
+            let old = out.len();
+            out.resize(old + b, 0);
+            match file.read_exact_at(&mut out[old..], *pos) {
+                Ok(()) => {
+                    *pos += b as u64;
+                    Ok(())
                 }
+                // The file ended before its cached size.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(io::Error::from_raw_os_error(libc::EFAULT)),
                 Err(e) => Err(e),
             }
         }
     };
     match result {
-        Ok(n) => {
-            ex.body_sent += n as u64;
-            ex.charge(cx, n as u64);
-            Ok(f + n)
+        Ok(()) => {
+            ex.body_sent += b as u64;
+            ex.charge(cx, b as u64);
+            Ok(())
         }
         Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
             ex.truncated(cx);

@@ -363,9 +363,12 @@ pub fn write_headers(out: &mut Vec<u8>, stream: u32, block: &[u8], end_stream: b
     }
 }
 
-/// Appends the header of a DATA frame of `len` bytes; the caller appends the bytes.
-pub fn write_data_header(out: &mut Vec<u8>, stream: u32, len: usize, end_stream: bool) {
-    write_header(out, len, DATA, if end_stream { END_STREAM } else { 0 }, stream);
+/// The header of a DATA frame of `len` bytes (the payload follows it).
+pub fn data_header(stream: u32, len: usize, end_stream: bool) -> [u8; HEADER_LEN] {
+    debug_assert!(len <= MAX_MAX_FRAME_SIZE as usize);
+    let l = (len as u32).to_be_bytes();
+    let s = (stream & MAX_WINDOW).to_be_bytes();
+    [l[1], l[2], l[3], DATA, if end_stream { END_STREAM } else { 0 }, s[0], s[1], s[2], s[3]]
 }
 
 #[cfg(test)]

@@ -668,16 +668,34 @@ impl Session {
     /// Queues a DATA frame (at most [`Session::send_window`] and [`Session::max_frame`]
     /// bytes), charged to both windows.
     pub fn send_data(&mut self, id: u32, data: &[u8], end_stream: bool) {
-        let len = data.len();
-        debug_assert!(len <= self.send_window(id) && len <= self.peer_max_frame);
-        frame::write_data_header(&mut self.out, id, len, end_stream);
-        self.progress += 1;
-        // The payload before anything `end_stream` queues (its RST_STREAM).
+        let at = self.begin_data();
         self.out.extend_from_slice(data);
+        self.commit_data(at, id, data.len(), end_stream);
+    }
+
+    /// Starts a DATA frame: room for its header at the end of `out`, whose offset
+    /// [`Session::commit_data`] takes. The caller appends the payload, or part of it and
+    /// sends the rest from where it lies right after `out`'s bytes so far (a mapped file on
+    /// a plain connection: nothing copied); or drops the frame with `out.truncate(at)`.
+    pub fn begin_data(&mut self) -> usize {
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0; HEADER_LEN]);
+        at
+    }
+
+    /// Completes the DATA frame begun at `at` with a `len`-byte payload (at most
+    /// [`Session::send_window`] and [`Session::max_frame`]; what is not in `out` after the
+    /// header goes out from elsewhere, before anything queued from now on), charged to both
+    /// windows.
+    pub fn commit_data(&mut self, at: usize, id: u32, len: usize, end_stream: bool) {
+        debug_assert!(len <= self.send_window(id) && len <= self.peer_max_frame);
+        self.out[at..at + HEADER_LEN].copy_from_slice(&frame::data_header(id, len, end_stream));
+        self.progress += 1;
         self.conn_send -= len as i64;
         if let Some(s) = self.streams.get_mut(&id) {
             s.send_window -= len as i64;
         }
+        // The payload before anything `end_stream` queues (its RST_STREAM).
         if end_stream {
             self.end_stream(id);
         }
