@@ -8,12 +8,17 @@ and makes N requests of each kind with a Python client, then a run of one reques
 difference divided by N - 1 is the cost of one more request, start-up excluded.
 
     benches/instructions.py [--requests 2000] [--file 4k.bin] [--accept-encoding AE] BINARY [BINARY ...]
+    benches/instructions.py --h2c [--requests 20000] [--clients 10] [--streams 10] BINARY [BINARY ...]
 
 `--file` names the 4 KiB file served (its extension gives its type: `4k.html` is text, which
 on-demand compression applies to); `--accept-encoding` adds that request field.
 
 Kinds: `keep-alive` (N GETs on one connection, `keepalive_requests` raised to allow them)
-and `close` (N connections, one GET with `Connection: close` each). The kernel's share (90 % of the CPU here) is not counted: check
+and `close` (N connections, one GET with `Connection: close` each). With `--h2c` the client
+is `h2load` (Debian `nghttp2-client`) over HTTP/2 in clear text with prior knowledge:
+`-n N -c C -m M` (C connections, M streams in flight on each), less a run of one request per
+connection (`-n C -c C`), divided by N - C: the cost of one more request when many share
+each write. The kernel's share (90 % of the CPU here) is not counted: check
 system calls per request with `strace -c` separately. Needs `valgrind`.
 """
 
@@ -116,13 +121,58 @@ def count(binary, root, kind, n, work):
     return int(m.group(1))
 
 
+def count_h2c(binary, root, path, n, clients, streams, work):
+    port = free_port()
+    conf = work / f"c{port}.toml"
+    conf.write_text(
+        f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
+        f'[http2]\nh2c = true\n\n'
+        f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
+    )
+    out = work / f"callgrind.{port}"
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--config", str(conf)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise OSError(f"{binary} did not start listening under valgrind")
+                time.sleep(0.2)
+        r = subprocess.run(
+            ["h2load", "-n", str(n), "-c", str(clients), "-m", str(streams), f"http://127.0.0.1:{port}/{path}"],
+            capture_output=True, text=True, timeout=600,
+        )
+        m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", r.stdout)
+        if not m or int(m.group(2)) != n:
+            raise OSError(f"h2load did not complete {n} requests: {r.stdout[-400:]}{r.stderr[-400:]}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    m = re.search(r"^summary:\s+(\d+)", out.read_text(), re.M)
+    if not m:
+        raise OSError(f"no summary in {out}")
+    return int(m.group(1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--file", default="4k.bin")
     ap.add_argument("--accept-encoding")
+    ap.add_argument("--h2c", action="store_true", help="HTTP/2 in clear text, h2load as the client")
+    ap.add_argument("--clients", type=int, default=10, help="--h2c: connections (h2load -c)")
+    ap.add_argument("--streams", type=int, default=10, help="--h2c: streams in flight per connection (h2load -m)")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
+    if args.h2c and (args.clients < 1 or args.streams < 1 or args.requests <= args.clients):
+        sys.exit("--h2c needs --clients and --streams of at least 1 and --requests above --clients")
     global REQ_NOW
     REQ_NOW = request(args.file, args.accept_encoding)
     if args.requests < 2:
@@ -135,6 +185,14 @@ def main():
             (root / args.file).write_bytes(os.urandom(4096))
         else:
             (root / args.file).write_bytes((b"<p>some text, compressible</p>\n" * 200)[:4096])
+        if args.h2c:
+            print(f"instructions per request (callgrind, h2c, h2load -n {args.requests} -c {args.clients} "
+                  f"-m {args.streams} minus -n {args.clients})")
+            for b in args.binaries:
+                many = count_h2c(b, root, args.file, args.requests, args.clients, args.streams, work)
+                few = count_h2c(b, root, args.file, args.clients, args.clients, 1, work)
+                print(f"{b:<50} {(many - few) / (args.requests - args.clients):>12,.0f}")
+            return
         print(f"instructions per request (callgrind, {args.requests} requests minus 1)")
         print(f"{'binary':<50} {'keep-alive':>12} {'close':>12}")
         for b in args.binaries:

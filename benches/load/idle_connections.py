@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Memory per idle keep-alive connection.
 
-    benches/load/idle_connections.py [--tls | --h2c] PID PORT [N] [PATH]
+    benches/load/idle_connections.py [--tls] [--h2c] PID PORT [N] [PATH]
 
 Opens N (default 10000) connections to 127.0.0.1:PORT, makes one GET of PATH (default
 /4k.bin) on each and reads the whole response, keeps them all open, then prints the RSS of
@@ -10,7 +10,8 @@ difference per connection. The server needs max_connections above N and a keep-a
 timeout longer than the run; this process raises its own descriptor limit as far as the hard
 limit allows. With --tls, PORT is a TLS listener (the certificate is not verified: this
 measures memory, not trust). With --h2c, each connection speaks cleartext HTTP/2 (prior
-knowledge) and makes its GET as stream 1. Run by hand; never in CI.
+knowledge) and makes its GET as stream 1; with both, HTTP/2 over TLS (ALPN h2, checked). Run
+by hand; never in CI.
 """
 import os
 import resource
@@ -35,11 +36,11 @@ def h2_frame(kind, flags, stream, payload):
     return bytes([n >> 16, (n >> 8) & 255, n & 255, kind, flags]) + stream.to_bytes(4, "big") + payload
 
 
-def h2_get(s, path):
+def h2_get(s, path, scheme):
     """The preface, an empty SETTINGS, and GET path on stream 1 (literal fields, no Huffman);
     reads frames until stream 1 ends."""
     block = b""
-    for name, value in ((b":method", b"GET"), (b":scheme", b"http"), (b":path", path.encode()),
+    for name, value in ((b":method", b"GET"), (b":scheme", scheme), (b":path", path.encode()),
                         (b":authority", b"localhost")):
         block += bytes([0, len(name)]) + name + bytes([len(value)]) + value
     s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"") + h2_frame(1, 5, 1, block))
@@ -71,6 +72,8 @@ def main():
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+        if h2c:
+            ctx.set_alpn_protocols(["h2"])
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     pid, port = int(sys.argv[1]), int(sys.argv[2])
@@ -86,7 +89,9 @@ def main():
         if tls:
             s = ctx.wrap_socket(s, server_hostname="localhost")
         if h2c:
-            h2_get(s, path)
+            if tls and s.selected_alpn_protocol() != "h2":
+                sys.exit(f"connection {i}: ALPN chose {s.selected_alpn_protocol()!r}, not h2")
+            h2_get(s, path, b"https" if tls else b"http")
             conns.append(s)
             continue
         s.sendall(req)
