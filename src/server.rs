@@ -97,9 +97,12 @@ pub struct Ctx {
     pub path: String,
     rbufs: Vec<Box<[u8]>>,
     bodies: Vec<Vec<u8>>,
-    /// Read buffers of HTTP/2 connections (`conn::h2`), given back when they are idle.
+    /// Read and output buffers of HTTP/2 connections (`conn::h2`), given back when they
+    /// are idle.
     #[cfg(feature = "http2")]
     h2_rbufs: Vec<Box<[u8]>>,
+    #[cfg(feature = "http2")]
+    h2_outs: Vec<Vec<u8>>,
     /// Site routing (`crate::route`); `routes.active` is false when none is configured.
     pub routes: Routes,
     /// The port of the first TLS listener as bound (`[tls] redirect_http` sends clients there).
@@ -133,6 +136,21 @@ impl Ctx {
     pub fn put_h2_rbuf(&mut self, b: Box<[u8]>) {
         if self.h2_rbufs.len() < 64 {
             self.h2_rbufs.push(b);
+        }
+    }
+
+    /// An output buffer for an HTTP/2 connection: empty, with the capacity it grew to.
+    #[cfg(feature = "http2")]
+    pub fn take_h2_out(&mut self) -> Vec<u8> {
+        self.h2_outs.pop().unwrap_or_default()
+    }
+
+    /// Keeps at most 64, of at most 256 KiB each.
+    #[cfg(feature = "http2")]
+    pub fn put_h2_out(&mut self, mut b: Vec<u8>) {
+        if self.h2_outs.len() < 64 && b.capacity() <= POOL_BODY_MAX {
+            b.clear();
+            self.h2_outs.push(b);
         }
     }
 
@@ -537,6 +555,8 @@ impl Server {
             bodies: Vec::new(),
             #[cfg(feature = "http2")]
             h2_rbufs: Vec::new(),
+            #[cfg(feature = "http2")]
+            h2_outs: Vec::new(),
             routes,
             #[cfg(feature = "tls")]
             https_port,

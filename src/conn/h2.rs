@@ -125,11 +125,13 @@ pub(super) struct H2 {
     jobs: Vec<u64>,
     /// The connection was resumed: answer the paused requests again.
     resumed: bool,
-    /// Lowercased field names of the head being converted.
+    /// Lowercased field names of the head being converted, and where each field's name (in
+    /// `names`) and value (in the head) are.
     names: Vec<u8>,
     /// [`Session::progress`] when the deadline was last set, and whether it was the idle one.
     progress: u64,
     idle: bool,
+    spans: Vec<[usize; 4]>,
 }
 
 impl H2 {
@@ -315,6 +317,7 @@ impl Conn {
             names: Vec::new(),
             progress: 0,
             idle: false,
+            spans: Vec::new(),
         }));
     }
 
@@ -418,7 +421,7 @@ impl Conn {
             h.idle = !busy;
         }
         if !busy {
-            cx.put_body(std::mem::take(&mut h.session.out));
+            cx.put_h2_out(std::mem::take(&mut h.session.out));
             h.out_pos = 0;
             if self.rstart == self.rend {
                 if let Some(b) = self.rbuf.take() {
@@ -446,7 +449,7 @@ impl Conn {
         }
         if let Some(h) = &mut self.h2 {
             if h.session.out.capacity() == 0 {
-                h.session.out = cx.take_body();
+                h.session.out = cx.take_h2_out();
             }
         }
         let before = self.rend;
@@ -553,7 +556,7 @@ impl Conn {
         let mut s = Stream { id, ex };
         let Some(h) = &mut self.h2 else { return };
         let end = s.done();
-        head_to_headers(&s.ex.head, &mut h.names, &mut h.session, id, end);
+        head_to_headers(&s.ex.head, &mut h.names, &mut h.spans, &mut h.session, id, end);
         if s.left() == 0 && !end {
             s.ex.next_part(cx);
         }
@@ -667,6 +670,19 @@ impl Conn {
     /// Writes the output of a plain connection: buffered frames and spliced payloads, as
     /// many as [`IOVECS`] slices per `sendmsg`.
     fn h2_send(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
+        let mut corked = false;
+        let r = self.h2_send_corked(cx, budget, &mut corked);
+        if corked {
+            // What is held goes now.
+            let _ = socket2::SockRef::from(&self.sock).set_cork(false);
+        }
+        r
+    }
+
+    /// [`Conn::h2_send`]; the socket is corked before the first `sendfile` (`corked`), so
+    /// that each 16 KiB DATA frame sent from a file does not leave as a segment of its own
+    /// (and wake the client for it): the frames fill whole segments, as one `sendmsg` does.
+    fn h2_send_corked(&mut self, cx: &mut Ctx, budget: &mut usize, corked: &mut bool) -> WriteResult {
         loop {
             let Some(h) = &mut self.h2 else { return WriteResult::Closed };
             if h.pending() == 0 {
@@ -683,6 +699,9 @@ impl Conn {
             let sent = match h.splices.front() {
                 Some(sp) if sp.at == h.out_pos && sp.file().is_some() => {
                     let Some(file) = sp.file() else { return WriteResult::Closed };
+                    if !*corked {
+                        *corked = socket2::SockRef::from(&self.sock).set_cork(true).is_ok();
+                    }
                     let mut off = sp.start + h.splice_pos as u64;
                     match sys::sendfile(self.sock.as_raw_fd(), file.as_raw_fd(), &mut off, sp.len - h.splice_pos) {
                         // The file ended before its cached size.
@@ -735,26 +754,43 @@ impl Conn {
 /// Turns the HTTP/1.1 head the pipeline rendered into HEADERS: the status from the status
 /// line; each field with its name lowercased (RFC 9113 §8.2.1), except the
 /// connection-specific ones (§8.2.2).
-fn head_to_headers(head: &[u8], names: &mut Vec<u8>, session: &mut Session, id: u32, end: bool) {
+fn head_to_headers(
+    head: &[u8],
+    names: &mut Vec<u8>,
+    spans: &mut Vec<[usize; 4]>,
+    session: &mut Session,
+    id: u32,
+    end: bool,
+) {
     let status = head.get(9..12).and_then(|d| std::str::from_utf8(d).ok()).and_then(|d| d.parse().ok()).unwrap_or(500);
     names.clear();
-    let mut spans: Vec<(usize, usize, &[u8])> = Vec::with_capacity(16);
-    for line in head.split(|&b| b == b'\n').skip(1) {
+    spans.clear();
+    let mut at = 0;
+    for line in head.split(|&b| b == b'\n') {
+        let start = at;
+        at += line.len() + 1;
+        if start == 0 {
+            continue; // the status line
+        }
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
-        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        let name = &line[..colon];
         if [&b"connection"[..], b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"]
             .iter()
             .any(|c| name.eq_ignore_ascii_case(c))
         {
             continue;
         }
-        let start = names.len();
+        let raw = &line[colon + 1..];
+        let value = raw.trim_ascii();
+        // Where `value` starts in `head`.
+        let v = start + colon + 1 + (raw.len() - raw.trim_ascii_start().len());
+        let n = names.len();
         names.extend(name.iter().map(u8::to_ascii_lowercase));
-        spans.push((start, names.len(), value));
+        spans.push([n, names.len(), v, v + value.len()]);
     }
     let names = &*names;
-    session.send_headers(id, status, spans.iter().map(|&(a, b, v)| (&names[a..b], v)), end);
+    session.send_headers(id, status, spans.iter().map(|&[a, b, c, d]| (&names[a..b], &head[c..d])), end);
 }
 
 /// Appends the stream's next `n` bytes (multipart framing, then body; at most

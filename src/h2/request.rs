@@ -56,6 +56,11 @@ impl Fields {
 
     /// Adds one decoded field.
     pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        if self.spans.is_empty() {
+            // Room for a browser's request at once, not four reallocations per request.
+            self.spans.reserve(16);
+            self.buf.reserve(512);
+        }
         let start = self.buf.len() as u32;
         self.buf.extend_from_slice(name);
         self.buf.extend_from_slice(value);
