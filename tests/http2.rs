@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
