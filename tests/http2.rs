@@ -359,7 +359,7 @@ fn streams_waiting_for_a_password_check_do_not_hold_the_others() {
 #[test]
 fn a_large_download_does_not_hold_up_small_ones() {
     // A 32 MiB file (sent from its descriptor) and a 1 MiB one (mapped, its DATA spliced from
-    // the mapping on h2c) asked first, then small files on the same connection: the small
+    // the mapping on h2c) asked first, with small files, on the same connection: the small
     // ones end long before the large ones, every frame within the 16 KiB DATA turn even though
     // the client accepts frames of 1 MiB, and every body is exact.
     let srv = Server::builder()
@@ -371,10 +371,10 @@ fn a_large_download_does_not_hold_up_small_ones() {
     // SETTINGS_INITIAL_WINDOW_SIZE and SETTINGS_MAX_FRAME_SIZE at their largest and 1 MiB.
     let mut s = open(&srv, b"\x00\x04\x7f\xff\xff\xff\x00\x05\x00\x10\x00\x00");
     s.write_all(&frame(8, 0, 0, &(0x7fff_ffffu32 - 65_535).to_be_bytes())).unwrap();
+    // All six in one write, so they arrive together (apart, a loaded machine can delay the
+    // small ones until mid.bin is sent).
     let mut req = frame(1, 5, 1, &get_block("/big.bin", &[]));
     req.extend(frame(1, 5, 3, &get_block("/mid.bin", &[])));
-    s.write_all(&req).unwrap();
-    let mut req = Vec::new();
     for (i, id) in [5u32, 7, 9, 11].into_iter().enumerate() {
         req.extend(frame(1, 5, id, &get_block(&format!("/p{}.txt", i + 4), &[])));
     }
