@@ -134,8 +134,7 @@ fn check_frame(h: Header, payload: &[u8], max_frame: usize) -> Result<(), String
             if end_stream != (h.flags & frame::END_STREAM != 0) {
                 return Err(ctx("DATA END_STREAM"));
             }
-            let mut out = Vec::new();
-            frame::write_data_header(&mut out, stream, data.len(), end_stream);
+            let mut out = frame::data_header(stream, data.len(), end_stream).to_vec();
             out.extend_from_slice(data);
             let (_, back) = reparse(&out)?;
             let flow_len = data.len() as u32;
