@@ -14,7 +14,7 @@
 //!   that long (and a bcrypt cost-12 verification, 0.3 s, would hold compressions). The
 //!   thread runs at a nice value 10 above the process's, so on a one-core box the event loop
 //!   keeps the CPU. It reads the file
-//!   through the kernel only (`sys::copy_mapped` for a mapping, `pread` for a descriptor):
+//!   with `sys::copy_mapped` for a mapping (fault-recovering) and `pread` for a descriptor:
 //!   a file truncated under it gives an error, never a `SIGBUS` (see `fs::cache::Body`).
 //! - **Bounded.** At most [`QUEUE`] jobs are in flight; past that a job is dropped (counted in
 //!   `queue_drops`) and identity is served; the next request asks again. Finished variants live
@@ -81,8 +81,8 @@ enum Source {
 // the loop keeps in `OnDemand::pending` until this job's result has been received (and never
 // releases when `OnDemand` is dropped with the job still in flight: see its `Drop`), so the
 // mapping outlives every use of the pointer on the worker thread; and the thread only hands
-// it to the kernel (`process_vm_readv`), which reports a page gone from the file as an error
-// instead of faulting. Nothing else in a `Source` is tied to a thread.
+// it to `sys::copy_mapped`, which reports a page gone from the file as an error instead of
+// dying of the fault. Nothing else in a `Source` is tied to a thread.
 unsafe impl Send for Source {}
 
 /// One compression to do.

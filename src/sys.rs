@@ -202,40 +202,313 @@ pub fn ignore_sigpipe() {
     }
 }
 
-/// Copies `src` into `dst` (up to the shorter length) through the kernel
-/// (`process_vm_readv` on this process), for bytes of a shared file mapping that user space
-/// must not touch: a page that a truncation took away is `EFAULT` here, where a plain read
-/// would be SIGBUS and kill the server. Used by TLS, which must encrypt the bytes itself.
+/// Copies `src` into `dst` (up to the shorter length), for bytes of a shared file mapping
+/// that a truncation can take away under the server. A plain read of such a page is SIGBUS;
+/// here it ends the copy with `EFAULT` instead, the server lives, and the pages from the
+/// first one found gone to the end of `src` are left unreadable (so every later use of them,
+/// by the kernel or by this function, is `EFAULT` too; the caller drops the entry). Used by
+/// TLS, HTTP/2 and the on-demand compressor, which must have the bytes in their own buffers.
+///
+/// How: a `memcpy` under a SIGBUS/SIGSEGV handler (see [`mapped`]) that knows the source
+/// range this thread is copying. It costs what a `memcpy` costs; the kernel copy it replaces
+/// (`process_vm_readv` on this process, which pins every page) was 20 times that.
 pub fn copy_mapped(src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
-    copy_mapped_in(ThisProcess::now(), src, dst)
+    let n = src.len().min(dst.len());
+    if n == 0 {
+        return Ok(0);
+    }
+    mapped::install()?;
+    mapped::copy(&src[..n], &mut dst[..n])?;
+    Ok(n)
 }
 
-/// This process's id, for [`copy_mapped_in`]: taken once (a `getpid`, a system call of its own
-/// per copy otherwise) by state that never outlives the process that took it, such as a
-/// connection's (connections are made after any fork, in the process that serves them).
-#[derive(Clone, Copy)]
-pub struct ThisProcess(libc::pid_t);
+/// The fault recovery behind [`copy_mapped`].
+///
+/// Each thread records the source range it is copying in [`GUARD`] (a `thread_local!` with a
+/// `const` initializer and no destructor: on Linux that is a plain `#[thread_local]` access,
+/// never lazily initialised, never registered for destruction, so it can neither allocate nor
+/// fail, and it can be read from a signal handler running on that thread). Threads matter:
+/// workers are processes (`fork`), but within one the event loop and the on-demand
+/// compressor's thread may copy at the same time, each its own range.
+///
+/// The handler (SIGBUS for a page the file no longer has, SIGSEGV for one this module made
+/// unreadable after an earlier fault) checks that `si_addr` lies in this thread's range; if
+/// so, it maps an anonymous page of zeros over the faulting page (`MAP_FIXED`: the address
+/// range stays reserved, inside the entry's own mapping, which `munmap`s all of it when
+/// dropped), notes the fault and returns: the faulting load runs again and reads zeros, the
+/// copy finishes, and [`copy`] turns the noted fault into `EFAULT` and makes those pages
+/// `PROT_NONE`, so no later reader (a `sendmsg` of the same entry for a plain-HTTP response
+/// in flight, another TLS response) takes the zeros for file content. Any other fault puts
+/// back the handler found at installation (Rust's stack-overflow handler, or `SIG_DFL`) and
+/// returns, so the fault happens again and is handled, or kills, as it would have been:
+/// a real bug still crashes.
+///
+/// What the handler calls is safe there: `sigaction` and `raise` are async-signal-safe by
+/// POSIX; `mmap` is not in POSIX's list, but in glibc and musl it is the bare system call
+/// (no lock, no allocation; it only sets `errno`, which the handler saves and restores).
+///
+/// One window remains: between the handler's zero page and the copy's `PROT_NONE`, another
+/// thread of the same process copying the same pages reads zeros without a fault. Only the
+/// on-demand compressor runs beside the loop, and a compression of a file truncated meanwhile
+/// is already a stale result (the loop checks the entry when the result comes back).
+mod mapped {
+    use std::io;
+    use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+    use std::sync::OnceLock;
 
-impl ThisProcess {
-    pub fn now() -> ThisProcess {
-        // SAFETY: getpid has no preconditions.
-        ThisProcess(unsafe { libc::getpid() })
+    /// This thread's copy in progress: the source bytes `[start, end)`, and the lowest page
+    /// found gone (`NONE` if none yet). Atomics because a signal handler writes them on the
+    /// same thread (relaxed, with compiler fences around the copy, is what signal-safety
+    /// needs; no other thread ever reads them).
+    struct Guard {
+        start: AtomicUsize,
+        end: AtomicUsize,
+        fault: AtomicUsize,
+    }
+
+    const NONE: usize = usize::MAX;
+
+    thread_local! {
+        static GUARD: Guard = const {
+            Guard { start: AtomicUsize::new(0), end: AtomicUsize::new(0), fault: AtomicUsize::new(NONE) }
+        };
+    }
+
+    /// What `install` found and the page size; read by the handler (a `OnceLock` read is one
+    /// acquire load once set, and it is set before the handler is installed).
+    struct Installed {
+        page: usize,
+        old_bus: libc::sigaction,
+        old_segv: libc::sigaction,
+    }
+
+    static INSTALLED: OnceLock<io::Result<Installed>> = OnceLock::new();
+
+    /// Installs the handler, once per process (a forked worker inherits it).
+    pub(super) fn install() -> io::Result<()> {
+        match INSTALLED.get_or_init(install_now) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        }
+    }
+
+    fn install_now() -> io::Result<Installed> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let page = usize::try_from(page).ok().filter(|p| p.is_power_of_two()).ok_or_else(io::Error::last_os_error)?;
+        let old = |sig| {
+            // SAFETY: `sigaction` is plain data; a null new action only reads the current one
+            // into `old`, which is valid and writable.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            match unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } {
+                0 => Ok(old),
+                _ => Err(io::Error::last_os_error()),
+            }
+        };
+        let installed = Installed { page, old_bus: old(libc::SIGBUS)?, old_segv: old(libc::SIGSEGV)? };
+        // The handler is live before `INSTALLED` is set (when this returns); a fault in between
+        // finds it empty and is treated as not ours. No fault of a copy can be: copies start
+        // after `install` has returned.
+        // SAFETY: `sigaction` is plain data; the mask is emptied before use.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = on_fault as *const () as libc::sighandler_t;
+        // SA_ONSTACK: a stack overflow (not ours) must still reach Rust's handler, which needs
+        // the alternate stack Rust gives every thread.
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        // SAFETY: `act.sa_mask` is a valid sigset_t.
+        unsafe { libc::sigemptyset(&mut act.sa_mask) };
+        for sig in [libc::SIGBUS, libc::SIGSEGV] {
+            // SAFETY: `act` is a fully initialised sigaction naming a handler of the SA_SIGINFO
+            // signature; the old action is not wanted (it was read above).
+            if unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(installed)
+    }
+
+    extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+        // SAFETY: errno is this thread's; the handler must leave it as it found it.
+        let errno = unsafe { *libc::__errno_location() };
+        // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler; for SIGBUS and
+        // SIGSEGV `si_addr` is the faulting address (for a signal sent by kill, meaningless,
+        // and such a signal has `si_code <= 0`).
+        let (addr, from_kernel) = unsafe { ((*info).si_addr() as usize, (*info).si_code > 0) };
+        let installed = INSTALLED.get().and_then(|r| r.as_ref().ok());
+        let ours = from_kernel
+            && installed.is_some_and(|inst| {
+                GUARD.with(|g| {
+                    if addr < g.start.load(Relaxed) || addr >= g.end.load(Relaxed) {
+                        return false;
+                    }
+                    let page = addr & !(inst.page - 1);
+                    // SAFETY: `page` is a page of the mapping this thread is copying from (it
+                    // is in the recorded source range, which lies inside one live mapping
+                    // borrowed by `copy`); replacing it by an anonymous page keeps the range
+                    // reserved and changes no other memory. Nothing in this process holds a
+                    // `&mut` to mapped bytes, and the mapping is dropped as a whole.
+                    let p = unsafe {
+                        libc::mmap(
+                            page as *mut libc::c_void,
+                            inst.page,
+                            libc::PROT_READ,
+                            libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                            -1,
+                            0,
+                        )
+                    };
+                    if p == libc::MAP_FAILED {
+                        return false;
+                    }
+                    if page < g.fault.load(Relaxed) {
+                        g.fault.store(page, Relaxed);
+                    }
+                    true
+                })
+            });
+        if !ours {
+            let old = installed.map(|inst| if sig == libc::SIGBUS { inst.old_bus } else { inst.old_segv });
+            // SAFETY: `sigaction` and `raise` are async-signal-safe; the action put back is
+            // the one found at installation (or SIG_DFL), so the fault, which happens again
+            // when this returns, or the re-raised signal, is handled as it would have been.
+            unsafe {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &old.unwrap_or(dfl), std::ptr::null_mut());
+                if !from_kernel {
+                    libc::raise(sig);
+                }
+            }
+        }
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+    }
+
+    /// Copies `src` into `dst` (of the same length) under the handler. `Err(EFAULT)`: a page
+    /// of `src` was gone; `dst` then holds zeros in its place, and those pages, to the end of
+    /// `src`, are made unreadable.
+    pub(super) fn copy(src: &[u8], dst: &mut [u8]) -> io::Result<()> {
+        let page = match INSTALLED.get() {
+            Some(Ok(inst)) => inst.page,
+            _ => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
+        };
+        let start = src.as_ptr() as usize;
+        let end = start + src.len();
+        let fault = GUARD.with(|g| {
+            g.fault.store(NONE, Relaxed);
+            g.start.store(start, Relaxed);
+            g.end.store(end, Relaxed);
+            // The range is recorded before the first load of `src`, and cleared after the
+            // last: signal fences, since only this thread's handler reads it.
+            compiler_fence(SeqCst);
+            // SAFETY: `src` and `dst` are live, distinct borrows (one shared, one mutable) of
+            // `src.len()` bytes each. A load of `src` that faults is made to succeed by the
+            // handler (zeros), so the copy always completes.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
+            compiler_fence(SeqCst);
+            g.start.store(0, Relaxed);
+            g.end.store(0, Relaxed);
+            g.fault.load(Relaxed)
+        });
+        if fault == NONE {
+            return Ok(());
+        }
+        let to = end.div_ceil(page) * page;
+        // SAFETY: `[fault, to)` is whole pages of the mapping `src` borrows: `fault` is a page
+        // boundary at or after the mapping's start (mappings are page-aligned) and `to` the end
+        // of the page holding `src`'s last byte, which the mapping covers. An anonymous
+        // PROT_NONE mapping over them keeps the range reserved until the mapping is dropped,
+        // and makes any later access EFAULT (the kernel) or a fault this handler turns into
+        // EFAULT (a copy).
+        unsafe {
+            libc::mmap(
+                fault as *mut libc::c_void,
+                to - fault,
+                libc::PROT_NONE,
+                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+        }
+        Err(io::Error::from_raw_os_error(libc::EFAULT))
     }
 }
 
-/// [`copy_mapped`] with the process id already at hand.
-pub fn copy_mapped_in(me: ThisProcess, src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
-    let n = src.len().min(dst.len());
-    let local = libc::iovec { iov_base: dst.as_mut_ptr().cast(), iov_len: n };
-    let remote = libc::iovec { iov_base: src.as_ptr() as *mut libc::c_void, iov_len: n };
-    // SAFETY: `local` describes `n` writable bytes of `dst`, borrowed mutably for the call;
-    // `remote` describes `n` bytes of `src` in this same process, which the kernel only
-    // reads (faults there become EFAULT or a short count, not a signal).
-    let r = unsafe { libc::process_vm_readv(me.0, &local, 1, &remote, 1, 0) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn page() -> usize {
+        // SAFETY: sysconf has no preconditions.
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap()
+    }
+
+    /// A temporary file of `bytes`, and a shared read-only mapping of it (as the cache makes).
+    fn mapped(bytes: &[u8]) -> (tempfile::NamedTempFile, memmap2::Mmap) {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(bytes).unwrap();
+        // SAFETY: the file is this test's own; it is only read through `copy_mapped` once it
+        // may shrink.
+        let map = unsafe { memmap2::Mmap::map(f.as_file()).unwrap() };
+        (f, map)
+    }
+
+    #[test]
+    fn copy_mapped_copies_the_bytes() {
+        let bytes: Vec<u8> = (0..3 * page() + 5).map(|i| (i * 7 % 251) as u8).collect();
+        let (_f, map) = mapped(&bytes);
+        let mut dst = vec![0u8; bytes.len() + 10];
+        assert_eq!(copy_mapped(&map, &mut dst).unwrap(), bytes.len());
+        assert!(dst[..bytes.len()] == bytes[..]);
+        let mut short = vec![0u8; 100];
+        assert_eq!(copy_mapped(&map[page() - 50..], &mut short).unwrap(), 100);
+        assert!(short[..] == bytes[page() - 50..page() + 50]);
+        assert_eq!(copy_mapped(&map[..0], &mut short).unwrap(), 0);
+    }
+
+    #[test]
+    fn copy_mapped_past_a_truncation_is_efault_and_the_process_lives() {
+        let p = page();
+        let (f, map) = mapped(&vec![0xab; 4 * p]);
+        f.as_file().set_len(p as u64 + 100).unwrap();
+        let mut dst = vec![0u8; 4 * p];
+        let e = copy_mapped(&map, &mut dst).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
+        // What the file still has copies as before, the page holding the new end included.
+        assert_eq!(copy_mapped(&map[..p + 100], &mut dst).unwrap(), p + 100);
+        assert!(dst[..p + 100].iter().all(|&b| b == 0xab));
+        // The pages found gone stay unreadable: a copy again (now a SIGSEGV, not a SIGBUS),
+        // and the kernel's own reads (a plain-HTTP `sendmsg` of the same entry).
+        let e = copy_mapped(&map[3 * p..], &mut dst).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let e = send2(a.as_raw_fd(), &map[2 * p..2 * p + 10], &[], false).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
+    }
+
+    #[test]
+    fn a_fault_outside_a_copy_still_kills() {
+        let p = page();
+        let (f, map) = mapped(&vec![1; 2 * p]);
+        let mut dst = vec![0u8; 2 * p];
+        copy_mapped(&map, &mut dst).unwrap(); // the handler is installed
+        f.as_file().set_len(0).unwrap();
+        // SAFETY: the child only reads the mapping and exits, touching no lock or allocator.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            // SAFETY: deliberately not: a read of a page the file no longer has, outside any
+            // copy, which must kill this child with SIGBUS.
+            unsafe {
+                std::ptr::read_volatile(map.as_ptr().add(p));
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid c_int.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGBUS, "child status {status:#x}");
     }
 }
 

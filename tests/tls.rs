@@ -958,3 +958,37 @@ fn the_proxy_header_comes_before_the_tls_handshake() {
     assert_ne!(o.code, Some(0), "{o:?}");
     assert_eq!(srv.wait_access_log(2).len(), 2);
 }
+
+/// A cached, mapped file truncated in place while it is sent over TLS: the copy out of the
+/// mapping for rustls meets pages the file no longer has. The response ends (the connection
+/// closes short of the length), the server lives, and the next request gets the new content.
+#[test]
+fn mapped_file_truncated_while_sent_over_tls() {
+    const LEN: u64 = 32 << 20;
+    let srv = tls_server("", "[cache]\nmax_file = 67108864\nmax_bytes = 134217728\n", |_, root| {
+        std::fs::File::create(root.join("big.bin")).unwrap().set_len(LEN).unwrap();
+    });
+    let url = https(&srv, "/big.bin");
+    let port = srv.tls_addr().port();
+    let cacert = srv.dir().join("localhost.crt");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    // A slow reader: the server is still copying out of the mapping when the file shrinks.
+    let curl = Command::new("curl")
+        .args(["-sS", "--max-time", "30", "--limit-rate", "2M", "-o", "/dev/null", "-w", "%{size_download}"])
+        .args(["--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_secs(1));
+    std::fs::File::options().write(true).open(srv.root().join("big.bin")).unwrap().set_len(1000).unwrap();
+    let out = curl.wait_with_output().unwrap();
+    let got: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0);
+    assert!(!out.status.success(), "curl got the whole response of a truncated file: {out:?}");
+    assert!(got > 0 && got < LEN, "{got} bytes received: {out:?}");
+    assert!(alive(srv.pid()), "the server died: {}", srv.stderr_text());
+    let r = curl_tls_dump(&srv, &[&url]);
+    assert_eq!((r.status, r.body.len()), (200, 1000), "stale entry after truncation: {r:?}");
+    let r = curl_tls_dump(&srv, &[&https(&srv, "/file.txt")]);
+    assert_eq!((r.status, r.body.as_slice()), (200, FILE_TXT));
+}

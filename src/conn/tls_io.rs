@@ -8,7 +8,7 @@
 //! * **Writing**: the head and up to [`CHUNK`] bytes of body are handed to rustls together
 //!   (`write_vectored`), which copies them into one record (a small response is one record)
 //!   and encrypts it in place. Memory bodies are handed over in place; a mapped body is
-//!   copied out of the mapping by the kernel (`sys::copy_mapped`) into a per-process scratch
+//!   copied out of the mapping (`sys::copy_mapped`, fault-recovering) into a per-process scratch
 //!   buffer, so a file truncated under the server gives `EFAULT` (close, entry dropped) and
 //!   never SIGBUS, which is the mapping's invariant; fd bodies are read with `pread` into
 //!   the same buffer, in the same bounded chunks. At most `tls::OUT_LIMIT`
@@ -287,7 +287,7 @@ impl Conn {
             let Transport::Tls(t) = &mut self.transport else { return Err(WriteResult::Closed) };
             let head = &self.ex.head[self.ex.head_pos..];
             let head = &head[..head.len().min(CHUNK)];
-            let body = match next_body(&self.ex.body, (CHUNK - head.len()).min(cap), scratch, t.process) {
+            let body = match next_body(&self.ex.body, (CHUNK - head.len()).min(cap), scratch) {
                 Ok(Some(b)) => b,
                 Ok(None) => return Err(self.truncated(cx)),
                 Err(e) => {
@@ -359,15 +359,10 @@ thread_local! {
 }
 
 /// The next body bytes (at most `room`), without moving the cursor: in place for bytes in
-/// memory (an error page, a cached listing); copied into `scratch` by the kernel for a
-/// mapping (`sys::copy_mapped_in`: a page gone with a truncation is `EFAULT` there, not
-/// SIGBUS), read with `pread` for a descriptor. `Ok(None)`: the file shrank under the server.
-fn next_body<'a>(
-    body: &'a Body,
-    room: usize,
-    scratch: &'a mut [u8],
-    me: sys::ThisProcess,
-) -> io::Result<Option<&'a [u8]>> {
+/// memory (an error page, a cached listing); copied into `scratch` for a mapping
+/// (`sys::copy_mapped`: a page gone with a truncation is `EFAULT` there, not SIGBUS), read
+/// with `pread` for a descriptor. `Ok(None)`: the file shrank under the server.
+fn next_body<'a>(body: &'a Body, room: usize, scratch: &'a mut [u8]) -> io::Result<Option<&'a [u8]>> {
     let room = room.min(scratch.len());
     let got = match body {
         Body::None => return Ok(Some(&[])),
@@ -380,7 +375,7 @@ fn next_body<'a>(
             match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
                 // A rendering (a cached listing) is ordinary memory.
                 (cache::Body::Memory(_), Some(src)) => return Ok(Some(src)),
-                (_, Some(src)) => sys::copy_mapped_in(me, src, &mut scratch[..n]),
+                (_, Some(src)) => sys::copy_mapped(src, &mut scratch[..n]),
                 // The range is inside the entry by construction; if it were not, the
                 // response cannot be completed: as for a truncation.
                 (_, None) => return Ok(None),

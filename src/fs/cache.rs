@@ -23,8 +23,8 @@
 //! and otherwise at most every max(`revalidate`, `REREAD_FACTOR` (100) × what it cost), since a
 //! stat per entry is what a listing costs.
 //!
-//! Mapped bytes are never read by this process: they are only handed to the kernel as
-//! `sendmsg` buffers. See [`Body::Mapped`] for why that matters.
+//! Mapped bytes are only handed to the kernel as `sendmsg` buffers, or copied out by
+//! `sys::copy_mapped`, which survives a page gone from the file. See [`Body::Mapped`].
 
 use std::cell::Cell;
 use std::fs::{File, Metadata};
@@ -45,12 +45,17 @@ pub enum Body {
     Empty,
     /// The whole file, mapped read-only and shared.
     ///
-    /// SAFETY (the invariant that makes this sound): the server never dereferences these bytes
-    /// in user space; it only passes pointers into the mapping to `sendmsg`. If another
-    /// process truncates the file, touching a page past the new end from user space would
-    /// raise SIGBUS and kill the server; inside the kernel's copy the same fault becomes
-    /// `EFAULT` (or a short write), which the connection treats as "file changed": it closes
-    /// and the entry is dropped.
+    /// SAFETY (the invariant that makes this sound): if another process truncates the file,
+    /// touching a page past the new end raises SIGBUS, which would kill the server. So these
+    /// bytes are read in only two ways: by the kernel, as `sendmsg` buffers, where the fault
+    /// becomes `EFAULT` (or a short write); and by `sys::copy_mapped` (TLS, HTTP/2, the
+    /// on-demand compressor), a `memcpy` whose thread has recorded the source range for a
+    /// SIGBUS/SIGSEGV handler: a fault inside that range gets a page of zeros mapped over it,
+    /// the copy finishes and returns `EFAULT`, and the pages found gone, to the end of the
+    /// range, are left `PROT_NONE` (so every later read of them is `EFAULT` too, never zeros
+    /// taken for content). Either way the connection treats `EFAULT` as "file changed": it
+    /// closes and the entry is dropped; the patched pages go with the mapping (`munmap` of
+    /// the whole). Never dereference these bytes any other way: there a fault is SIGBUS.
     Mapped(Mmap),
     /// A file too large to map: an open descriptor, sent with `sendfile` at explicit offsets
     /// (so connections can share it).

@@ -120,9 +120,6 @@ pub struct TlsState {
     /// Bytes came from the client (a ClientHello, or garbage): the connection is not empty,
     /// although no plaintext may have reached the read buffer (`Conn::received_nothing`).
     pub received: bool,
-    /// The serving process, for the kernel's copies out of mappings (`sys::copy_mapped_in`):
-    /// one `getpid` per connection, not one per response.
-    pub process: crate::sys::ThisProcess,
 }
 
 /// Counts a failed handshake by what went wrong (the status page's
@@ -157,7 +154,6 @@ impl TlsState {
     pub fn new(config: &Arc<ServerConfig>) -> Result<Box<TlsState>, rustls::Error> {
         let mut conn = rustls::ServerConnection::new(Arc::clone(config))?;
         conn.set_buffer_limit(Some(OUT_LIMIT));
-        let process = crate::sys::ThisProcess::now();
-        Ok(Box::new(TlsState { conn, established: false, failed: false, received: false, process }))
+        Ok(Box::new(TlsState { conn, established: false, failed: false, received: false }))
     }
 }
