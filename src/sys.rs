@@ -222,22 +222,6 @@ pub fn copy_mapped(src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// The caller's process, as `conn/h2.rs` still passes it to [`copy_mapped_in`]. The copy no
-/// longer needs it (it was `process_vm_readv`'s target); `now` is no system call any more.
-#[derive(Clone, Copy)]
-pub struct ThisProcess(());
-
-impl ThisProcess {
-    pub fn now() -> ThisProcess {
-        ThisProcess(())
-    }
-}
-
-/// [`copy_mapped`], for callers that hold a [`ThisProcess`].
-pub fn copy_mapped_in(_: ThisProcess, src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
-    copy_mapped(src, dst)
-}
-
 /// The fault recovery behind [`copy_mapped`].
 ///
 /// Each thread records the source range it is copying in [`GUARD`] (a `thread_local!` with a

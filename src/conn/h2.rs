@@ -26,9 +26,8 @@
 //!   where they are, recorded as [`Splice`]s between the buffer's bytes, and one `sendmsg`
 //!   takes the lot (HEADERS, 9-byte DATA headers, slices of the mappings: many responses,
 //!   nothing copied in user space, as HTTP/1.1 sends a head and its mapped body). Over TLS,
-//!   which must encrypt the bytes itself, mapped bytes are copied into the buffer by the
-//!   kernel (`sys::copy_mapped_in`, never read from user space: a truncated file gives EFAULT,
-//!   not SIGBUS), all of them handed to rustls and flushed in one write. Ranges of fd-backed
+//!   which must encrypt the bytes itself, mapped bytes are copied into the buffer
+//!   (`sys::copy_mapped`: a page a truncation took away gives EFAULT, not SIGBUS), all of them handed to rustls and flushed in one write. Ranges of fd-backed
 //!   files (above `[cache] max_file`) are spliced too on h2c, and sent with `sendfile` after
 //!   the frames before them (that `sendmsg` with `MSG_MORE`, so the 9-byte DATA header
 //!   shares a segment with its payload), the socket corked meanwhile so the frames fill
@@ -120,9 +119,8 @@ pub(super) struct H2 {
     splice_pos: usize,
     spliced: usize,
     /// The transport is plain TCP: payloads may be spliced. Otherwise mapped bytes are
-    /// copied by the kernel, for which this process's id is taken once.
+    /// copied (`sys::copy_mapped`).
     plain: bool,
-    me: sys::ThisProcess,
     /// Requests waiting for a verification: their stream and fields.
     paused: Vec<(u32, Fields)>,
     /// Verification jobs not yet handed to the server.
@@ -315,7 +313,6 @@ impl Conn {
             splice_pos: 0,
             spliced: 0,
             plain,
-            me: sys::ThisProcess::now(),
             paused: Vec::new(),
             jobs: Vec::new(),
             resumed: false,
@@ -601,7 +598,7 @@ impl Conn {
             let n = usize::try_from(s.left()).unwrap_or(usize::MAX).min(room);
             let at = h.session.begin_data();
             let splices = if h.plain { Some((&mut h.splices, &mut h.spliced)) } else { None };
-            if emit(cx, &mut s, &mut h.session.out, n, splices, h.me).is_err() {
+            if emit(cx, &mut s, &mut h.session.out, n, splices).is_err() {
                 h.session.out.truncate(at);
                 let mut ev = Vec::new();
                 h.session.reset(s.id, Code::Internal, &mut ev);
@@ -809,7 +806,6 @@ fn emit(
     out: &mut Vec<u8>,
     n: usize,
     splices: Option<(&mut VecDeque<Splice>, &mut usize)>,
-    me: sys::ThisProcess,
 ) -> Result<(), ()> {
     let ex = &mut s.ex;
     let framing = &ex.head[ex.head_pos..];
@@ -844,12 +840,11 @@ fn emit(
                     out.extend_from_slice(src);
                     Ok(())
                 }
-                // The kernel copies out of the mapping: a page gone with a truncation is
-                // EFAULT here, not SIGBUS.
+                // A page gone with a truncation is EFAULT here, not SIGBUS.
                 (Some(src), None) => {
                     let old = out.len();
                     out.resize(old + b, 0);
-                    match sys::copy_mapped_in(me, src, &mut out[old..]) {
+                    match sys::copy_mapped(src, &mut out[old..]) {
                         Ok(k) if k == b => Ok(()),
                         Ok(_) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
                         Err(e) => Err(e),
