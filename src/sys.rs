@@ -29,9 +29,9 @@ pub fn send2(fd: RawFd, a: &[u8], b: &[u8], more: bool) -> io::Result<usize> {
     }
 }
 
-/// Sends these buffers, in order, with one `sendmsg` (at most `IOV_MAX` of them). `more`
-/// sets `MSG_MORE`; `MSG_NOSIGNAL` turns a reset into `EPIPE`.
-pub fn sendv(fd: RawFd, bufs: &[io::IoSlice<'_>], more: bool) -> io::Result<usize> {
+/// Sends these buffers, in order, with one `sendmsg` (at most `IOV_MAX` of them);
+/// `MSG_NOSIGNAL` turns a reset into `EPIPE`.
+pub fn sendv(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
     // SAFETY: `msghdr` is a plain C struct; all-zero is valid (no name, no control data).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     // `IoSlice` is guaranteed ABI-compatible with `iovec` on Unix.
@@ -39,8 +39,7 @@ pub fn sendv(fd: RawFd, bufs: &[io::IoSlice<'_>], more: bool) -> io::Result<usiz
     msg.msg_iovlen = bufs.len() as _;
     // SAFETY: `msg` points at `bufs.len()` iovecs describing live, readable slices borrowed
     // for the duration of the call; the kernel only reads from them.
-    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
-    let r = unsafe { libc::sendmsg(fd, &msg, flags) };
+    let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {

@@ -28,13 +28,11 @@
 //!   nothing copied in user space, as HTTP/1.1 sends a head and its mapped body). Over TLS,
 //!   which must encrypt the bytes itself, mapped bytes are copied into the buffer
 //!   (`sys::copy_mapped`: a page a truncation took away gives EFAULT, not SIGBUS), all of them handed to rustls and flushed in one write. Ranges of fd-backed
-//!   files (above `[cache] max_file`) are spliced too on h2c, and sent with `sendfile` after
-//!   the frames before them (that `sendmsg` with `MSG_MORE`, so the 9-byte DATA header
-//!   shares a segment with its payload), the socket corked meanwhile so the frames fill
-//!   whole segments: measured on the page-load workload, 0.55× the server CPU per request
-//!   of reading them into the buffer with `pread`, though on loopback the receiver pays
-//!   more for it (BENCHMARKS.md, "HTTP/2"). Over TLS they
-//!   are read with `pread` straight into the buffer. A stream with no window waits
+//!   files (above `[cache] max_file`) are read with `pread` straight into the buffer, on
+//!   both transports: `sendfile` after each 9-byte DATA header (with `MSG_MORE`, the socket
+//!   corked) was measured on the page-load workload at 0.61× the throughput and 1.44× the
+//!   server CPU per request of `pread` on loopback, for two system calls per 16 KiB frame
+//!   against one `pread` and a share of one `sendmsg` (BENCHMARKS.md, "HTTP/2"). A stream with no window waits
 //!   (costing nothing) until a WINDOW_UPDATE.
 //! * **Pauses.** A stream whose credentials are being verified keeps its fields and is
 //!   answered again when the connection resumes; the others go on meanwhile.
@@ -79,9 +77,9 @@ const CHUNK: usize = 16 * 1024;
 /// [`OUT_HIGH`] of 4 KiB responses is about 40.
 const IOVECS: usize = 128;
 
-/// A DATA payload sent from where it lies (a cached mapping or listing, or a range of a
-/// cached file descriptor, kept alive by its entry), right after `session.out[..at]`: on a
-/// plain connection nothing is copied. `start` is the offset in the mapping or the file.
+/// A DATA payload sent from where it lies (a cached mapping or listing, kept alive by its
+/// entry), right after `session.out[..at]`: on a plain connection nothing is copied. `start`
+/// is the offset in the mapping.
 struct Splice {
     at: usize,
     entry: Rc<FileEntry>,
@@ -94,14 +92,6 @@ impl Splice {
     /// bytes of a mapping only go to the kernel, as `sendmsg` buffers.
     fn bytes(&self) -> Option<&[u8]> {
         self.entry.body.bytes()?.get(usize::try_from(self.start).ok()?..)?.get(..self.len)
-    }
-
-    /// The payload is a range of a file descriptor, sent with `sendfile`.
-    fn file(&self) -> Option<&std::fs::File> {
-        match &self.entry.body {
-            cache::Body::Fd(f) => Some(f),
-            _ => None,
-        }
     }
 }
 
@@ -161,22 +151,18 @@ impl H2 {
 
     /// The pending output as slices for one `sendmsg`, in order: buffered bytes and spliced
     /// payloads alternate. `None`: a splice lost its bytes (see [`Splice::bytes`]).
-    fn gather<'a>(&'a self, iov: &mut [IoSlice<'a>; IOVECS]) -> Option<(usize, bool)> {
+    fn gather<'a>(&'a self, iov: &mut [IoSlice<'a>; IOVECS]) -> Option<usize> {
         let out = &self.session.out;
         let mut pos = self.out_pos;
         let mut k = 0;
         for (i, sp) in self.splices.iter().enumerate() {
             if k + 2 > IOVECS {
-                return Some((k, false));
+                return Some(k);
             }
             if sp.at > pos {
                 iov[k] = IoSlice::new(&out[pos..sp.at]);
                 k += 1;
                 pos = sp.at;
-            }
-            if sp.file().is_some() {
-                // A `sendfile` follows: let the kernel hold a partial segment.
-                return Some((k, true));
             }
             let skip = if i == 0 { self.splice_pos } else { 0 };
             iov[k] = IoSlice::new(sp.bytes()?.get(skip..)?);
@@ -186,7 +172,7 @@ impl H2 {
             iov[k] = IoSlice::new(&out[pos..]);
             k += 1;
         }
-        Some((k, false))
+        Some(k)
     }
 
     /// `n` bytes of what [`H2::gather`] gave were written.
@@ -672,19 +658,6 @@ impl Conn {
     /// Writes the output of a plain connection: buffered frames and spliced payloads, as
     /// many as [`IOVECS`] slices per `sendmsg`.
     fn h2_send(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
-        let mut corked = false;
-        let r = self.h2_send_corked(cx, budget, &mut corked);
-        if corked {
-            // What is held goes now.
-            let _ = socket2::SockRef::from(&self.sock).set_cork(false);
-        }
-        r
-    }
-
-    /// [`Conn::h2_send`]; the socket is corked before the first `sendfile` (`corked`), so
-    /// that each 16 KiB DATA frame sent from a file does not leave as a segment of its own
-    /// (and wake the client for it): the frames fill whole segments, as one `sendmsg` does.
-    fn h2_send_corked(&mut self, cx: &mut Ctx, budget: &mut usize, corked: &mut bool) -> WriteResult {
         loop {
             let Some(h) = &mut self.h2 else { return WriteResult::Closed };
             if h.pending() == 0 {
@@ -698,25 +671,9 @@ impl Conn {
             if !self.writable {
                 return WriteResult::Blocked;
             }
-            let sent = match h.splices.front() {
-                Some(sp) if sp.at == h.out_pos && sp.file().is_some() => {
-                    let Some(file) = sp.file() else { return WriteResult::Closed };
-                    if !*corked {
-                        *corked = socket2::SockRef::from(&self.sock).set_cork(true).is_ok();
-                    }
-                    let mut off = sp.start + h.splice_pos as u64;
-                    match sys::sendfile(self.sock.as_raw_fd(), file.as_raw_fd(), &mut off, sp.len - h.splice_pos) {
-                        // The file ended before its cached size.
-                        Ok(0) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-                        r => r,
-                    }
-                }
-                _ => {
-                    let mut iov = [IoSlice::new(&[]); IOVECS];
-                    let Some((k, more)) = h.gather(&mut iov) else { return WriteResult::Closed };
-                    sys::sendv(self.sock.as_raw_fd(), &iov[..k], more)
-                }
-            };
+            let mut iov = [IoSlice::new(&[]); IOVECS];
+            let Some(k) = h.gather(&mut iov) else { return WriteResult::Closed };
+            let sent = sys::sendv(self.sock.as_raw_fd(), &iov[..k]);
             match sent {
                 Ok(n) => {
                     h.advance(n);
@@ -855,14 +812,6 @@ fn emit(
                 *pos += b;
             }
             r
-        }
-        Body::File { entry, pos, .. } if splices.is_some() => {
-            if let Some((splices, spliced)) = splices {
-                splices.push_back(Splice { at: out.len(), entry: entry.clone(), start: *pos, len: b });
-                *spliced += b;
-            }
-            *pos += b as u64;
-            Ok(())
         }
         Body::File { entry, pos, .. } => {
             let cache::Body::Fd(file) = &entry.body else { return Err(()) };
