@@ -10,9 +10,10 @@ fn harness(args: &[&str]) -> Output {
     Command::new("python3")
         .arg(script)
         .args(args)
-        // No $OHA or $DARKHTTPD from the caller: the plan must say what it would skip.
-        .env_remove("OHA")
-        .env_remove("DARKHTTPD")
+        // $OHA and $DARKHTTPD name no program, so the plan must say what it would skip
+        // whatever the caller's environment and PATH hold (a developer may have installed oha).
+        .env("OHA", "/nonexistent/oha")
+        .env("DARKHTTPD", "/nonexistent/darkhttpd")
         .output()
         .expect("python3 runs (it is in .ci/run's list)")
 }
