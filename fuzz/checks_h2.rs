@@ -767,6 +767,8 @@ impl Conn {
                     };
                     let left = if self.body_max == 0 { 0 } else { stream as usize * 7919 % (self.body_max + 1) };
                     let len = left.to_string();
+                    // Reused by the next request, as the server reuses them.
+                    self.s.recycle(fields);
                     let cl = [(&b"content-length"[..], len.as_bytes())];
                     self.s.send_headers(stream, status, cl.into_iter(), left == 0);
                     if left > 0 {

@@ -409,6 +409,8 @@ impl Conn {
             h.idle = !busy;
         }
         if !busy {
+            h.session.shed();
+            h.events = Vec::new();
             cx.put_h2_out(std::mem::take(&mut h.session.out));
             h.out_pos = 0;
             if self.rstart == self.rend {
@@ -460,8 +462,8 @@ impl Conn {
         rbuf.copy_within(self.rstart..self.rend, 0);
         self.rend -= self.rstart;
         self.rstart = 0;
-        let events = std::mem::take(&mut h.events);
-        for ev in events {
+        let mut events = std::mem::take(&mut h.events);
+        for ev in events.drain(..) {
             match ev {
                 // A stream reset later in the same input is not answered.
                 Event::Request { stream, fields } if self.h2.as_ref().is_some_and(|h| h.session.is_open(stream)) => {
@@ -478,6 +480,9 @@ impl Conn {
                     }
                 }
             }
+        }
+        if let Some(h) = &mut self.h2 {
+            h.events = events;
         }
         Ok(got)
     }
@@ -543,6 +548,7 @@ impl Conn {
         ex.head_pos = ex.head.len();
         let mut s = Stream { id, ex };
         let Some(h) = &mut self.h2 else { return };
+        h.session.recycle(fields);
         let end = s.done();
         head_to_headers(&s.ex.head, &mut h.names, &mut h.spans, &mut h.session, id, end);
         if s.left() == 0 && !end {
