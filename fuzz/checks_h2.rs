@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use arbitrary::Unstructured;
 use ferrohttpd::h2::frame::{self, Code, Error, Frame, Header, Setting, HEADER_LEN, MAX_WINDOW, PREFACE};
 use ferrohttpd::h2::hpack::Decoder;
-use ferrohttpd::h2::session::{Event, Limits, Session};
+use ferrohttpd::h2::session::{Event, Field, Limits, Session};
 use ferrohttpd::http::request::Limits as HeadLimits;
 
 // ---------------------------------------------------------------------------------------------
@@ -769,7 +769,7 @@ impl Conn {
                     let len = left.to_string();
                     // Reused by the next request, as the server reuses them.
                     self.s.recycle(fields);
-                    let cl = [(&b"content-length"[..], len.as_bytes())];
+                    let cl = [Field::Pair(b"content-length", len.as_bytes())];
                     self.s.send_headers(stream, status, cl.into_iter(), left == 0);
                     if left > 0 {
                         self.responses.push(Response { stream, left });

@@ -56,7 +56,7 @@ use super::{is_peer_gone, Conn, Drive, Phase, WriteResult, WRITE_BUDGET};
 use crate::fs::cache::{self, FileEntry};
 use crate::h2::frame::{self, Code, PREFACE};
 use crate::h2::request::Fields;
-use crate::h2::session::{self, Event, Session};
+use crate::h2::session::{self, Event, Field, Session};
 use crate::http::request::Limits;
 use crate::log::{RequestLine, HTTP2};
 use crate::server::Ctx;
@@ -123,7 +123,7 @@ pub(super) struct H2 {
     /// [`Session::progress`] when the deadline was last set, and whether it was the idle one.
     progress: u64,
     idle: bool,
-    spans: Vec<[usize; 4]>,
+    spans: Vec<[usize; 5]>,
 }
 
 impl H2 {
@@ -507,6 +507,9 @@ impl Conn {
             fields.request(&limits)
         };
         let mut ex = Exchange::new(self.sock.as_raw_fd(), self.peer, cx.clock.now);
+        // A head buffer that served a response before (`finish_stream` gives it back): the
+        // head is rendered without allocating.
+        ex.head = cx.take_body();
         #[cfg(feature = "tls")]
         {
             ex.tls = self.tls_names();
@@ -550,7 +553,11 @@ impl Conn {
         let Some(h) = &mut self.h2 else { return };
         h.session.recycle(fields);
         let end = s.done();
-        head_to_headers(&s.ex.head, &mut h.names, &mut h.spans, &mut h.session, id, end);
+        let entry = match &s.ex.body {
+            Body::Mapped { entry, .. } | Body::File { entry, .. } => Some(&**entry),
+            Body::None | Body::Mem { .. } => None,
+        };
+        head_to_headers(&s.ex.head, entry, &mut h.names, &mut h.spans, &mut h.session, id, end);
         if s.left() == 0 && !end {
             s.ex.next_part(cx);
         }
@@ -716,34 +723,71 @@ impl Conn {
     }
 }
 
+/// A converted field in [`H2::spans`]: `[PAIR, name start, name end (in `names`), value
+/// start, value end (in the head)]`, or `[ENCODED, start, end (in the entry's
+/// `h2_fields`), 0, 0]`.
+const PAIR: usize = 0;
+const ENCODED: usize = 1;
+
+/// The fields HTTP/2 forbids (RFC 9113 §8.2.2), by length first: most names are not one of
+/// these lengths.
+fn connection_specific(name: &[u8]) -> bool {
+    match name.len() {
+        7 => name.eq_ignore_ascii_case(b"upgrade"),
+        10 => name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive"),
+        16 => name.eq_ignore_ascii_case(b"proxy-connection"),
+        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
+        _ => false,
+    }
+}
+
 /// Turns the HTTP/1.1 head the pipeline rendered into HEADERS: the status from the status
 /// line; each field with its name lowercased (RFC 9113 §8.2.1), except the
-/// connection-specific ones (§8.2.2).
+/// connection-specific ones (§8.2.2). Where the head holds the body's cache entry's
+/// `Content-Length` or validator fields byte for byte, the entry's HPACK encoding of them
+/// is copied instead ([`FileEntry::h2_fields`]: the same bytes the encoder would write).
 fn head_to_headers(
     head: &[u8],
+    entry: Option<&FileEntry>,
     names: &mut Vec<u8>,
-    spans: &mut Vec<[usize; 4]>,
+    spans: &mut Vec<[usize; 5]>,
     session: &mut Session,
     id: u32,
     end: bool,
 ) {
-    let status = head.get(9..12).and_then(|d| std::str::from_utf8(d).ok()).and_then(|d| d.parse().ok()).unwrap_or(500);
+    let status = match head.get(9..12) {
+        Some(&[a, b, c]) if [a, b, c].iter().all(u8::is_ascii_digit) => {
+            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+        }
+        _ => 500,
+    };
     names.clear();
     spans.clear();
-    let mut at = 0;
-    for line in head.split(|&b| b == b'\n') {
-        let start = at;
-        at += line.len() + 1;
-        if start == 0 {
-            continue; // the status line
+    // Past the status line.
+    let mut at = head.iter().position(|&b| b == b'\n').map_or(head.len(), |i| i + 1);
+    while at < head.len() {
+        let rest = &head[at..];
+        if let Some(e) = entry {
+            let (pre, (from, to)) = match rest[0] {
+                b'C' => (e.length_field(), (0, e.h2_validators_at)),
+                b'E' => (&*e.validator_fields, (e.h2_validators_at, e.h2_fields.len())),
+                _ => (&[][..], (0, 0)),
+            };
+            if !pre.is_empty() && rest.starts_with(pre) {
+                spans.push([ENCODED, from, to, 0, 0]);
+                at += pre.len();
+                continue;
+            }
         }
+        let len = rest.iter().position(|&b| b == b'\n').map_or(rest.len(), |i| i + 1);
+        let start = at;
+        at += len;
+        let line = &rest[..len];
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
         let name = &line[..colon];
-        if [&b"connection"[..], b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"]
-            .iter()
-            .any(|c| name.eq_ignore_ascii_case(c))
-        {
+        if connection_specific(name) {
             continue;
         }
         let raw = &line[colon + 1..];
@@ -752,10 +796,15 @@ fn head_to_headers(
         let v = start + colon + 1 + (raw.len() - raw.trim_ascii_start().len());
         let n = names.len();
         names.extend(name.iter().map(u8::to_ascii_lowercase));
-        spans.push([n, names.len(), v, v + value.len()]);
+        spans.push([PAIR, n, names.len(), v, v + value.len()]);
     }
     let names = &*names;
-    session.send_headers(id, status, spans.iter().map(|&[a, b, c, d]| (&names[a..b], &head[c..d])), end);
+    let pre = entry.map_or(&[][..], |e| &*e.h2_fields);
+    let fields = spans.iter().map(|&[kind, a, b, c, d]| match kind {
+        ENCODED => Field::Encoded(&pre[a..b]),
+        _ => Field::Pair(&names[a..b], &head[c..d]),
+    });
+    session.send_headers(id, status, fields, end);
 }
 
 /// Appends the stream's next `n` bytes (multipart framing, then body; at most

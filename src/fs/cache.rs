@@ -110,6 +110,15 @@ pub struct FileEntry {
     /// The constant part of every response head for this file, rendered once: the
     /// `ETag` and `Last-Modified` fields with their CRLFs.
     pub validator_fields: Box<[u8]>,
+    /// The HTTP/2 encoding of `length_field` and of `validator_fields`, made once
+    /// (`h2::hpack::encode_unindexed`, the bytes every HPACK block carries for them, as
+    /// those fields are never indexed): `h2_fields[..h2_validators_at]` is `content-length`,
+    /// the rest `etag` and `last-modified`. A response whose head has the HTTP/1.1 bytes
+    /// copies these instead of encoding them again (`conn/h2.rs`).
+    #[cfg(feature = "http2")]
+    pub h2_fields: Box<[u8]>,
+    #[cfg(feature = "http2")]
+    pub h2_validators_at: usize,
     pub body: Body,
     /// Until when this file is known to have no sibling variant (`conn::serve` looked for
     /// `x.jpg.avif` and `x.jpg.webp`, or for `x.br`, `x.zst` and `x.gz`, and found none, or only
@@ -175,9 +184,23 @@ impl FileEntry {
         fields.extend_from_slice(content_type.as_bytes());
         fields.extend_from_slice(b"\r\n");
         let length_at = fields.len();
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(size).as_bytes();
         fields.extend_from_slice(b"Content-Length: ");
-        fields.extend_from_slice(itoa::Buffer::new().format(size).as_bytes());
+        fields.extend_from_slice(digits);
         fields.extend_from_slice(b"\r\n");
+        #[cfg(feature = "http2")]
+        let (h2_fields, h2_validators_at) = {
+            use crate::h2::hpack::encode_unindexed;
+            let mut h2 = Vec::with_capacity(64);
+            encode_unindexed(b"content-length", digits, &mut h2);
+            let at = h2.len();
+            encode_unindexed(b"etag", etag.as_bytes(), &mut h2);
+            if let Some(lm) = &last_modified {
+                encode_unindexed(b"last-modified", lm.as_bytes(), &mut h2);
+            }
+            (h2.into_boxed_slice(), at)
+        };
         FileEntry {
             dev: stat.dev,
             ino: stat.ino,
@@ -193,6 +216,10 @@ impl FileEntry {
             negotiation: Negotiation::of(&content_type),
             content_type,
             validator_fields: validator_fields(&etag, last_modified.as_deref()),
+            #[cfg(feature = "http2")]
+            h2_fields,
+            #[cfg(feature = "http2")]
+            h2_validators_at,
             etag: etag.into_boxed_str(),
             last_modified_secs,
             last_modified,
@@ -211,6 +238,18 @@ impl FileEntry {
     /// `Content-Length: <size>` and its CRLF (for the whole body).
     pub fn length_field(&self) -> &[u8] {
         &self.fields[self.length_at..]
+    }
+
+    /// The HPACK encoding of [`FileEntry::length_field`].
+    #[cfg(feature = "http2")]
+    pub fn h2_length(&self) -> &[u8] {
+        &self.h2_fields[..self.h2_validators_at]
+    }
+
+    /// The HPACK encoding of `validator_fields`.
+    #[cfg(feature = "http2")]
+    pub fn h2_validators(&self) -> &[u8] {
+        &self.h2_fields[self.h2_validators_at..]
     }
 
     /// What this entry keeps of its file's metadata (`len`: its size).

@@ -13,6 +13,8 @@
 //! encoder.set_max_table_size(n)         // the peer's SETTINGS_HEADER_TABLE_SIZE
 //! encoder.encode_status(status, &mut out)   // first field of every block we send
 //! encoder.encode(name, value, &mut out)     // lowercase name
+//! encode_unindexed(name, value, &mut out)   // what `encode` writes for a never-indexed
+//!                                           // field, once for many blocks
 //! encoder.dynamic_table_size()
 //! ```
 //!
@@ -424,16 +426,29 @@ impl Encoder {
                 return;
             }
         }
-        match static_name_index(name) {
-            Some(i) => write_integer(out, flags, prefix, i),
-            None => {
-                out.push(flags);
-                write_string(out, name, huffman);
-            }
-        }
-        write_string(out, value, huffman);
+        literal(name, value, flags, prefix, huffman, out);
         if index {
             self.table.insert(name, value);
         }
     }
+}
+
+/// A literal field, its name from the static table when it is there.
+fn literal(name: &[u8], value: &[u8], flags: u8, prefix: u32, huffman: bool, out: &mut Vec<u8>) {
+    match static_name_index(name) {
+        Some(i) => write_integer(out, flags, prefix, i),
+        None => {
+            out.push(flags);
+            write_string(out, name, huffman);
+        }
+    }
+    write_string(out, value, huffman);
+}
+
+/// Appends the field (lowercase `name`) as a literal without indexing, Huffman-coded, as
+/// [`Encoder::encode`] writes the fields it never indexes (`content-length`, `etag`,
+/// `last-modified`, ...): the bytes are the same in every block and on every connection, so a
+/// cache entry encodes its own once and every response copies them.
+pub fn encode_unindexed(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    literal(name, value, 0x00, 4, true, out);
 }

@@ -122,6 +122,15 @@ type StreamMap = HashMap<u32, Stream, BuildHasherDefault<IdHasher>>;
 /// Decoded field lists kept for reuse (see [`Session::recycle`]).
 const SPARE_FIELDS: usize = 16;
 
+/// A response field for [`Session::send_headers`].
+#[derive(Clone, Copy, Debug)]
+pub enum Field<'f> {
+    /// A name (lowercase) and value, encoded by the session's encoder.
+    Pair(&'f [u8], &'f [u8]),
+    /// Fields encoded beforehand by [`hpack::encode_unindexed`], copied as they are.
+    Encoded(&'f [u8]),
+}
+
 /// A header block buffer larger than this is not kept for the next one.
 const BLOCK_KEEP: usize = 16 * 1024;
 
@@ -713,14 +722,17 @@ impl Session {
         &mut self,
         id: u32,
         status: u16,
-        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        fields: impl Iterator<Item = Field<'f>>,
         end_stream: bool,
     ) {
         let mut block = std::mem::take(&mut self.block_buf);
         block.clear();
         self.enc.encode_status(status, &mut block);
-        for (name, value) in fields {
-            self.enc.encode(name, value, &mut block);
+        for f in fields {
+            match f {
+                Field::Pair(name, value) => self.enc.encode(name, value, &mut block),
+                Field::Encoded(bytes) => block.extend_from_slice(bytes),
+            }
         }
         frame::write_headers(&mut self.out, id, &block, end_stream, self.peer_max_frame);
         self.progress += 1;
@@ -902,7 +914,7 @@ mod tests {
         let names: Vec<_> = fields.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
         assert_eq!(names[2], (b":path".to_vec(), b"/".to_vec()));
         assert_eq!(s.send_window(1), 65_535);
-        s.send_headers(1, 200, [(&b"content-length"[..], &b"2"[..])].into_iter(), false);
+        s.send_headers(1, 200, [Field::Pair(b"content-length", b"2")].into_iter(), false);
         s.send_data(1, b"ok", true);
         assert!(!s.is_open(1));
         let f = frames(&s.out);

@@ -561,3 +561,42 @@ proptest! {
         }
     }
 }
+
+/// What a cache entry encodes once for HTTP/2 is byte for byte what the encoder writes for
+/// the same fields in any block, whatever its table holds, and decodes back to them.
+#[test]
+fn encode_unindexed_is_what_encode_writes() {
+    let fields: [(&[u8], &[u8]); 4] = [
+        (b"content-length", b"4096"),
+        (b"etag", b"\"1a2b-1000-17f3c2e9a0b1c2d3\""),
+        (b"last-modified", b"Tue, 01 Dec 2026 10:20:30 GMT"),
+        (b"x-not-static", b"v"),
+    ];
+    let mut e = Encoder::new();
+    let mut warm = Vec::new();
+    e.encode_status(200, &mut warm);
+    e.encode(b"server", b"ferrohttpd", &mut warm);
+    e.encode(b"content-type", b"text/plain", &mut warm);
+    for (n, v) in fields {
+        let mut pre = Vec::new();
+        encode_unindexed(n, v, &mut pre);
+        let mut by_encoder = Vec::new();
+        if n == b"x-not-static" {
+            // Not a never-indexed name: `encode` would index it; only the literal form is
+            // compared (through `field`).
+            e.field(n, v, false, true, &mut by_encoder);
+        } else {
+            e.encode(n, v, &mut by_encoder);
+        }
+        assert_eq!(pre, by_encoder, "{}", String::from_utf8_lossy(n));
+        let mut d = Decoder::new(4096);
+        let mut got = Vec::new();
+        d.decode(&pre, usize::MAX, |n, v, s| {
+            got.push((n.to_vec(), v.to_vec(), s));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(got, vec![(n.to_vec(), v.to_vec(), false)]);
+        assert_eq!(d.dynamic_table_size(), 0);
+    }
+}
