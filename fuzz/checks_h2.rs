@@ -293,8 +293,19 @@ fn check_frame(h: Header, payload: &[u8], max_frame: usize) -> Result<(), String
                 return Err(ctx("CONTINUATION"));
             }
         }
+        Frame::PriorityUpdate { stream, value } => {
+            if h.kind != frame::PRIORITY_UPDATE
+                || h.stream != 0
+                || stream == 0
+                || stream % 2 == 0
+                || u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & MAX_WINDOW != stream
+                || value != &payload[4..]
+            {
+                return Err(ctx("PRIORITY_UPDATE"));
+            }
+        }
         Frame::Unknown { kind } => {
-            if kind != h.kind || kind <= frame::CONTINUATION {
+            if kind != h.kind || kind <= frame::CONTINUATION || kind == frame::PRIORITY_UPDATE {
                 return Err(ctx("a known frame type parsed as unknown"));
             }
         }
@@ -777,6 +788,13 @@ impl Conn {
                 }
                 Event::Request { .. } => {}
                 Event::Reset { stream } => self.responses.retain(|r| r.stream != stream),
+                // For a stream whose request was reported; unless it ended later in the same
+                // input, it now has a priority.
+                Event::Priority { stream } => {
+                    if self.s.is_open(stream) && self.s.priority(stream).is_none() {
+                        return Err(format!("stream {stream}: a priority event, and no priority"));
+                    }
+                }
             }
         }
         Ok(())

@@ -55,6 +55,7 @@ use super::exchange::{Body, Exchange};
 use super::{is_peer_gone, Conn, Drive, Phase, WriteResult, WRITE_BUDGET};
 use crate::fs::cache::{self, FileEntry};
 use crate::h2::frame::{self, Code, PREFACE};
+use crate::h2::priority::Priority;
 use crate::h2::request::Fields;
 use crate::h2::session::{self, Event, Field, Session};
 use crate::http::request::Limits;
@@ -217,6 +218,26 @@ impl H2 {
 struct Stream {
     id: u32,
     ex: Exchange,
+    /// RFC 9218 parameters, if the client signalled any (see [`Conn::h2_produce`]).
+    prio: Option<Priority>,
+}
+
+impl Stream {
+    /// Where the stream stands in the sending order, lowest first: its urgency; then, of
+    /// one urgency, non-incremental streams by identifier before incremental ones, which
+    /// take turns (`turn`, their place in the queue). No signal: urgency 3, incremental.
+    fn rank(&self, turn: usize) -> (u8, bool, usize) {
+        match self.prio {
+            Some(Priority { urgency, incremental: false }) => (urgency, false, self.id as usize),
+            Some(Priority { urgency, incremental: true }) => (urgency, true, turn),
+            None => (Priority::default().urgency, true, turn),
+        }
+    }
+
+    /// Sent in turns with the others of its urgency (rather than until it is done).
+    fn takes_turns(&self) -> bool {
+        self.prio.is_none_or(|p| p.incremental)
+    }
 }
 
 impl Stream {
@@ -470,6 +491,13 @@ impl Conn {
                     self.h2_request(cx, stream, fields)
                 }
                 Event::Request { .. } => {}
+                Event::Priority { stream } => {
+                    let Some(h) = &mut self.h2 else { return Err(()) };
+                    let prio = h.session.priority(stream);
+                    if let Some(s) = h.streams.iter_mut().find(|s| s.id == stream) {
+                        s.prio = prio;
+                    }
+                }
                 Event::Reset { stream } => {
                     let Some(h) = &mut self.h2 else { return Err(()) };
                     h.paused.retain(|(id, _)| *id != stream);
@@ -549,8 +577,8 @@ impl Conn {
         // The head block goes out as HEADERS; what `head` holds from now on is multipart
         // framing, sent as DATA.
         ex.head_pos = ex.head.len();
-        let mut s = Stream { id, ex };
         let Some(h) = &mut self.h2 else { return };
+        let mut s = Stream { id, ex, prio: h.session.priority(id) };
         h.session.recycle(fields);
         let end = s.done();
         let entry = match &s.ex.body {
@@ -568,16 +596,27 @@ impl Conn {
         }
     }
 
-    /// Cuts DATA frames from the streams, in turn, while the windows and the output
-    /// buffer allow.
+    /// Cuts DATA frames from the streams while the windows and the output buffer allow: in
+    /// turn, [`CHUNK`] at a time, while no stream has an RFC 9218 priority; otherwise each
+    /// frame from the stream of the lowest [`Stream::rank`] that can send, a stream that
+    /// takes turns going to the back of the queue after its frame.
     fn h2_produce(&mut self, cx: &mut Ctx) -> Produced {
         let Some(h) = &mut self.h2 else { return Produced::Nothing(None) };
         h.compact();
+        let ordered = h.streams.iter().any(|s| s.prio.is_some());
         let mut any = false;
         let mut wake: Option<Instant> = None;
         let mut idle_turns = 0;
         while h.pending() < OUT_HIGH && idle_turns < h.streams.len() {
-            let Some(mut s) = h.streams.pop_front() else { break };
+            let at = if ordered {
+                match next_by_rank(cx, &mut h.streams, &h.session, &mut wake) {
+                    Some(i) => i,
+                    None => break,
+                }
+            } else {
+                0
+            };
+            let Some(mut s) = h.streams.remove(at) else { break };
             if !h.session.is_open(s.id) {
                 finish_stream(cx, s, false);
                 idle_turns = 0;
@@ -595,19 +634,21 @@ impl Conn {
             }
             idle_turns = 0;
             let n = usize::try_from(s.left()).unwrap_or(usize::MAX).min(room);
-            let at = h.session.begin_data();
+            let frame_at = h.session.begin_data();
             let splices = if h.plain { Some((&mut h.splices, &mut h.spliced)) } else { None };
             if emit(cx, &mut s, &mut h.session.out, n, splices).is_err() {
-                h.session.out.truncate(at);
+                h.session.out.truncate(frame_at);
                 let mut ev = Vec::new();
                 h.session.reset(s.id, Code::Internal, &mut ev);
                 finish_stream(cx, s, false);
                 continue;
             }
             let end = s.left() == 0 && !s.ex.next_part(cx);
-            h.session.commit_data(at, s.id, n, end);
+            h.session.commit_data(frame_at, s.id, n, end);
             if end {
                 finish_stream(cx, s, true);
+            } else if ordered && !s.takes_turns() {
+                h.streams.insert(at, s);
             } else {
                 h.streams.push_back(s);
             }
@@ -739,6 +780,35 @@ fn connection_specific(name: &[u8]) -> bool {
         17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
         _ => false,
     }
+}
+
+/// The queue position of the stream to cut the next frame from, by [`Stream::rank`], of those
+/// that can send now (a stream reset meanwhile first, to be dropped); `None` if none can.
+/// The earliest time a rate limit allows more goes into `wake`.
+fn next_by_rank(
+    cx: &mut Ctx,
+    streams: &mut VecDeque<Stream>,
+    session: &Session,
+    wake: &mut Option<Instant>,
+) -> Option<usize> {
+    let mut best: Option<(usize, (u8, bool, usize))> = None;
+    for (i, s) in streams.iter_mut().enumerate() {
+        if !session.is_open(s.id) {
+            return Some(i);
+        }
+        let (cap, t) = s.ex.rate_cap(cx);
+        if cap == 0 || session.send_window(s.id) == 0 {
+            if let Some(t) = t {
+                *wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+            continue;
+        }
+        let rank = s.rank(i);
+        if best.is_none_or(|(_, r)| rank < r) {
+            best = Some((i, rank));
+        }
+    }
+    best.map(|(i, _)| i)
 }
 
 /// Turns the HTTP/1.1 head the pipeline rendered into HEADERS: the status from the status

@@ -30,6 +30,8 @@ pub const PING: u8 = 0x6;
 pub const GOAWAY: u8 = 0x7;
 pub const WINDOW_UPDATE: u8 = 0x8;
 pub const CONTINUATION: u8 = 0x9;
+/// RFC 9218 §7.1.
+pub const PRIORITY_UPDATE: u8 = 0x10;
 
 pub const END_STREAM: u8 = 0x1;
 pub const ACK: u8 = 0x1;
@@ -157,6 +159,11 @@ pub enum Frame<'a> {
         stream: u32,
         block: &'a [u8],
         end_headers: bool,
+    },
+    /// RFC 9218 §7.1 (on stream 0): the priority field value for a request stream.
+    PriorityUpdate {
+        stream: u32,
+        value: &'a [u8],
     },
     /// A frame type this implementation does not know: ignored (§4.1, §5.5).
     Unknown {
@@ -299,6 +306,21 @@ impl<'a> Frame<'a> {
                 Frame::WindowUpdate { stream: s, increment }
             }
             CONTINUATION => Frame::Continuation { stream: s, block: payload, end_headers: h.flags & END_HEADERS != 0 },
+            PRIORITY_UPDATE => {
+                // RFC 9218 §7.1: on the control stream only; for a request stream (never 0,
+                // nor a push stream, which a server that never pushes has not promised).
+                if s != 0 {
+                    return conn(Code::Protocol);
+                }
+                if payload.len() < 4 {
+                    return conn(Code::FrameSize);
+                }
+                let stream = word(payload) & MAX_WINDOW;
+                if stream == 0 || stream % 2 == 0 {
+                    return conn(Code::Protocol);
+                }
+                Frame::PriorityUpdate { stream, value: &payload[4..] }
+            }
             kind => Frame::Unknown { kind },
         })
     }
@@ -523,6 +545,15 @@ mod tests {
         );
         assert_eq!(frame(CONTINUATION, 0, 0, b"ab"), C(Code::Protocol));
         assert_eq!(frame(0x42, 0xff, 0, b"whatever"), Ok(Frame::Unknown { kind: 0x42 }));
+        assert_eq!(
+            frame(PRIORITY_UPDATE, 0, 0, b"\x80\0\0\x05u=1, i"),
+            Ok(Frame::PriorityUpdate { stream: 5, value: b"u=1, i" })
+        );
+        assert_eq!(frame(PRIORITY_UPDATE, 0, 0, b"\0\0\0\x05"), Ok(Frame::PriorityUpdate { stream: 5, value: b"" }));
+        assert_eq!(frame(PRIORITY_UPDATE, 0, 1, b"\0\0\0\x01u=1"), C(Code::Protocol));
+        assert_eq!(frame(PRIORITY_UPDATE, 0, 0, b"\0\0\0\0u=1"), C(Code::Protocol));
+        assert_eq!(frame(PRIORITY_UPDATE, 0, 0, b"\0\0\0\x02u=1"), C(Code::Protocol));
+        assert_eq!(frame(PRIORITY_UPDATE, 0, 0, b"\0\0\x01"), C(Code::FrameSize));
     }
 
     #[test]

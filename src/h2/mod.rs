@@ -5,6 +5,8 @@
 //! * [`hpack`] is the header compression (RFC 7541): a decoder for the client's header
 //!   blocks with a bounded dynamic table and header-list-size accounting, and an encoder for
 //!   the response heads.
+//! * [`priority`]: RFC 9218's priority parameters, from the `priority` field and
+//!   PRIORITY_UPDATE frames.
 //! * [`request`]: a request's decoded fields, validated (§8.2, §8.3.1) and turned into the
 //!   same `http::request::Request` HTTP/1.1 produces.
 //! * [`session`]: the connection state machine, sans-IO: bytes in, requests and stream
@@ -15,5 +17,6 @@
 
 pub mod frame;
 pub mod hpack;
+pub mod priority;
 pub mod request;
 pub mod session;

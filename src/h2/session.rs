@@ -20,7 +20,9 @@
 //!   fields), or once `max_body` bytes of it have come.
 //! * **Flow control for what we send** (§6.9): the connection and stream send windows, the
 //!   peer's WINDOW_UPDATEs (overflow past 2^31−1 is FLOW_CONTROL_ERROR), SETTINGS changes.
-//! * **PING** answered, **PRIORITY** parsed and ignored, **GOAWAY** from the peer noted,
+//! * **PING** answered, **PRIORITY** parsed and ignored (RFC 9113 deprecates its scheme),
+//!   RFC 9218's `priority` field and **PRIORITY_UPDATE** kept per stream
+//!   ([`Session::priority`]), **GOAWAY** from the peer noted,
 //!   unknown frame types ignored; **RST_STREAM** ends a stream.
 //! * **Errors** (§5.4): a stream error sends RST_STREAM and reports [`Event::Reset`]; a
 //!   connection error sends GOAWAY with the last stream identifier seen, after which input is
@@ -43,6 +45,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::frame::{self, Code, Error, Frame, Header, Setting, HEADER_LEN, PREFACE};
 use super::hpack;
+use super::priority::Priority;
 use super::request::Fields;
 
 /// Limits a session enforces, from `[http2]`.
@@ -76,6 +79,9 @@ pub enum Event {
     /// The stream ended before its response did (the client reset it, or a stream error
     /// was sent): drop what is being sent for it.
     Reset { stream: u32 },
+    /// A PRIORITY_UPDATE changed the priority of a stream whose request was reported
+    /// ([`Session::priority`]).
+    Priority { stream: u32 },
 }
 
 struct Stream {
@@ -90,6 +96,8 @@ struct Stream {
     requested: bool,
     /// The request, held until its body has ended (or passed `max_body`).
     pending: Option<Fields>,
+    /// RFC 9218 parameters, if the request's `priority` field or a PRIORITY_UPDATE gave any.
+    priority: Option<Priority>,
 }
 
 /// The stream map's hasher. Keys are stream identifiers, at most `max_concurrent_streams`
@@ -129,6 +137,17 @@ pub enum Field<'f> {
     Pair(&'f [u8], &'f [u8]),
     /// Fields encoded beforehand by [`hpack::encode_unindexed`], copied as they are.
     Encoded(&'f [u8]),
+}
+
+/// The priority the request's `priority` field lines give (RFC 9218 §5), if it has any.
+fn priority_field(fields: &Fields) -> Option<Priority> {
+    let mut p = None;
+    for (name, value) in fields.iter() {
+        if name == b"priority" {
+            p.get_or_insert_with(Priority::default).apply(value);
+        }
+    }
+    p
 }
 
 /// A header block buffer larger than this is not kept for the next one.
@@ -399,6 +418,17 @@ impl Session {
                 Ok(())
             }
             Frame::Ping { ack: true, .. } | Frame::Unknown { .. } | Frame::GoAway { .. } => Ok(()),
+            Frame::PriorityUpdate { stream, value } => {
+                // For a stream not open yet (or any more) it is dropped: RFC 9218 §7.1 lets a
+                // server keep it for a stream to come, but nothing requires it.
+                if let Some(s) = self.streams.get_mut(&stream) {
+                    s.priority = Some(Priority::parse(value));
+                    if s.requested {
+                        events.push(Event::Priority { stream });
+                    }
+                }
+                Ok(())
+            }
             Frame::Priority { stream, .. } => {
                 // Parsed and ignored, but it may not arrive on an idle stream that a HEADERS
                 // then reuses with a lower number; it does not open the stream.
@@ -501,7 +531,11 @@ impl Session {
     /// CONTINUATION flood, which the header block cap alone never meets).
     fn unproductive(f: &Frame<'_>) -> bool {
         match f {
-            Frame::Ping { .. } | Frame::Settings { .. } | Frame::Priority { .. } | Frame::Unknown { .. } => true,
+            Frame::Ping { .. }
+            | Frame::Settings { .. }
+            | Frame::Priority { .. }
+            | Frame::PriorityUpdate { .. }
+            | Frame::Unknown { .. } => true,
             Frame::Data { data, end_stream, .. } => data.is_empty() && !end_stream,
             Frame::Headers { block, end_headers, .. } | Frame::Continuation { block, end_headers, .. } => {
                 block.is_empty() && !end_headers
@@ -652,6 +686,7 @@ impl Session {
                 expect,
                 received: 0,
                 requested: false,
+                priority: priority_field(&fields),
                 pending: Some(fields),
             },
         );
@@ -709,6 +744,11 @@ impl Session {
             Some(s) => usize::try_from(s.send_window.min(self.conn_send)).unwrap_or(0),
             None => 0,
         }
+    }
+
+    /// The stream's RFC 9218 priority, if its request or a PRIORITY_UPDATE signalled one.
+    pub fn priority(&self, id: u32) -> Option<Priority> {
+        self.streams.get(&id).and_then(|s| s.priority)
     }
 
     /// True while the stream exists (not reset).
