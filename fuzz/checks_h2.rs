@@ -464,6 +464,10 @@ struct Client {
     frames_in: usize,
     /// The session's HPACK table limit (SETTINGS_HEADER_TABLE_SIZE).
     table: usize,
+    /// The first GOAWAY of a graceful end came (NO_ERROR, 2^31−1), and the PING sent with it,
+    /// which a well-behaved client acknowledges.
+    announced: bool,
+    drain_ping: Option<[u8; 8]>,
 }
 
 /// Upper bounds on what the server may send, from the client's frames (each counted even if
@@ -649,7 +653,16 @@ impl Client {
                 }
                 if code != 0 {
                     self.failed = Some(last_stream);
+                } else if last_stream == MAX_WINDOW {
+                    if self.announced {
+                        return Err(ctx("a second GOAWAY announcing a graceful end".into()));
+                    }
+                    self.announced = true;
                 }
+            }
+            // Only the one that follows the first GOAWAY of a graceful end.
+            Frame::Ping { ack: false, data } if self.announced && self.drain_ping.is_none() => {
+                self.drain_ping = Some(data);
             }
             Frame::Settings { .. } | Frame::Ping { ack: true, .. } | Frame::WindowUpdate { .. } => {}
             other => return Err(ctx(format!("a server does not send {other:?}"))),
@@ -1078,6 +1091,8 @@ fn session(data: &[u8]) -> arbitrary::Result<Result<(), String>> {
             ended: HashSet::new(),
             failed: None,
             frames_in: 0,
+            announced: false,
+            drain_ping: None,
             table: lim.header_table_size as usize,
         },
         lim,
@@ -1152,6 +1167,13 @@ fn finish(conn: &mut Conn, graceful: bool) -> Result<(), String> {
     let unseen = conn.c.sent.len() - conn.rbuf.len();
     conn.c.sent.truncate(unseen);
     conn.rbuf.clear();
+    // A graceful end: its PING acknowledged if the client has read it; otherwise the
+    // driver's fallback, the second GOAWAY without the acknowledgement.
+    if let Some(p) = conn.c.drain_ping.take() {
+        conn.c.frame(frame::PING, frame::ACK, 0, &p);
+        conn.drain()?;
+    }
+    conn.s.finish_go_away();
     if !conn.s.is_closing() {
         let (send, _, each) = conn.s.windows();
         let streams: Vec<(u32, i64)> = each.map(|(id, w, _)| (id, w)).collect();

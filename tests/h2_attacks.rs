@@ -8,7 +8,8 @@
 //! test (`cargo test --test h2_attacks -- --nocapture --test-threads 1 | grep h2-attack`,
 //! or `benches/h2_attacks.sh`).
 //!
-//! Also here: the HTTP/2 handshake and idle timeouts, and the drain on SIGTERM and SIGHUP.
+//! Also here: the HTTP/2 handshake and idle timeouts, and the drain on SIGTERM and SIGHUP
+//! (GOAWAY in two steps).
 #![cfg(feature = "http2")]
 
 mod common;
@@ -575,9 +576,31 @@ fn a_larger_initial_window_is_advertised() {
 // Drain on SIGTERM and SIGHUP
 // ---------------------------------------------------------------------------------------------
 
-/// Five streams in flight (held by a zero window), then `sig`: GOAWAY NO_ERROR naming the
-/// last stream; a stream opened after it is not served; once the window opens, the five
-/// finish byte for byte and the connection closes.
+/// The GOAWAY and PING that begin a graceful end (RFC 9113 §6.8): GOAWAY NO_ERROR with
+/// 2^31−1, and the PING whose ACK completes it. Returns the PING's payload.
+fn first_goaway(s: &mut TcpStream, what: &str) -> Vec<u8> {
+    let mut goaway = false;
+    let (frames, closed) = read_frames(s, |f| {
+        goaway |= f.0 == GOAWAY;
+        goaway && f.0 == PING
+    });
+    let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no GOAWAY on {what}: {frames:?}"));
+    assert_eq!((code(&g.3, 0), code(&g.3, 4), closed), (0x7fff_ffff, 0, false), "{what}: 2^31-1, NO_ERROR");
+    let p = frames.iter().find(|f| f.0 == PING && f.1 == 0).unwrap_or_else(|| panic!("no PING on {what}: {frames:?}"));
+    p.3.clone()
+}
+
+/// The second GOAWAY of a graceful end: NO_ERROR naming `last`.
+fn second_goaway(s: &mut TcpStream, last: u32, limit: Duration) {
+    let (frames, closed) = read_frames_for(s, limit, |f| f.0 == GOAWAY);
+    let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no second GOAWAY: {frames:?}"));
+    assert_eq!((code(&g.3, 0), code(&g.3, 4), closed), (last, 0, false), "last stream {last}, NO_ERROR");
+}
+
+/// Five streams in flight (held by a zero window), then `sig`: the first GOAWAY and its
+/// PING, acknowledged; the second GOAWAY names the last stream; a stream opened after it is
+/// not served; once the window opens, the five finish byte for byte and the connection
+/// closes.
 fn drain(sig: &str) -> Server {
     let srv = Server::start("");
     let big = big_4mib(&srv);
@@ -595,9 +618,9 @@ fn drain(sig: &str) -> Server {
     assert_eq!(heads, 5, "{frames:?}");
     let before = srv.stderr_text().len();
     signal(srv.pid(), sig);
-    let (frames, closed) = read_frames(&mut s, |f| f.0 == GOAWAY);
-    let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no GOAWAY on {sig}: {frames:?}"));
-    assert_eq!((code(&g.3, 0), code(&g.3, 4), closed), (9, 0, false), "last stream 9, NO_ERROR");
+    let ping = first_goaway(&mut s, sig);
+    s.write_all(&frame(PING, 1, 0, &ping)).unwrap();
+    second_goaway(&mut s, 9, Duration::from_secs(5));
     if sig == "HUP" {
         let t = Instant::now();
         while !srv.stderr_text()[before..].contains("configuration reloaded") {
@@ -638,6 +661,51 @@ fn sighup_drains_http2_connections_and_serves_on() {
     let got = responses(&mut s, 1, Duration::from_secs(10));
     assert_eq!(got.get(&1).map(|r| (r.0, &r.1[..])), Some((200, FILE_TXT)));
     assert_eq!(srv.get("/file.txt").body, FILE_TXT);
+}
+
+/// A stream the client opens after the first GOAWAY and before it acknowledges the PING
+/// (one in flight when the GOAWAY was sent, as far as the server can tell) is served, and
+/// named by the second GOAWAY; without the ACK, the second comes anyway after a second.
+#[test]
+fn graceful_goaway_in_two_steps() {
+    let srv = Server::start("");
+    for ack in [true, false] {
+        let mut s = open(&srv, ZERO_WINDOW);
+        s.write_all(&frame(HEADERS, 5, 1, &get_block("/file.txt", &[]))).unwrap();
+        let (frames, _) = read_frames(&mut s, |f| f.0 == HEADERS);
+        assert!(frames.iter().any(|f| f.0 == HEADERS), "{frames:?}");
+        let before = srv.stderr_text().len();
+        signal(srv.pid(), "HUP");
+        let ping = first_goaway(&mut s, "HUP");
+        let mut more = frame(HEADERS, 5, 3, &get_block("/p1.txt", &[]));
+        let t = Instant::now();
+        if ack {
+            more.extend(frame(PING, 1, 0, &ping));
+        }
+        s.write_all(&more).unwrap();
+        second_goaway(&mut s, 3, Duration::from_secs(10));
+        if !ack {
+            let waited = t.elapsed();
+            assert!(waited >= Duration::from_millis(500), "the second GOAWAY came without the ACK after {waited:?}");
+        }
+        // After the second GOAWAY a new stream is ignored; both streams before it finish.
+        let mut open_up = frame(HEADERS, 5, 5, &get_block("/file.txt", &[]));
+        open_up.extend(frame(SETTINGS, 0, 0, b"\x00\x04\x00\x10\x00\x00"));
+        s.write_all(&open_up).unwrap();
+        let (frames, closed) = read_frames_for(&mut s, Duration::from_secs(10), |_| false);
+        assert!(closed, "still open after its streams finished");
+        let body = |id: u32| -> Vec<u8> {
+            frames.iter().filter(|f| f.0 == DATA && f.2 == id).flat_map(|f| f.3.clone()).collect()
+        };
+        assert_eq!(body(1), FILE_TXT, "ack {ack}");
+        assert_eq!(body(3), page(1), "ack {ack}");
+        assert!(!frames.iter().any(|f| f.2 == 5), "the stream after the second GOAWAY was served: {frames:?}");
+        let t = Instant::now();
+        while !srv.stderr_text()[before..].contains("configuration reloaded") {
+            assert!(t.elapsed() < Duration::from_secs(3), "{}", srv.stderr_text());
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 #[test]

@@ -38,14 +38,16 @@
 //!   answered again when the connection resumes; the others go on meanwhile.
 //! * **Ends.** Each stream's response is logged (protocol `HTTP/2.0`) and counted when its
 //!   last frame is queued; a stream the client resets is logged with what was sent. Shutdown
-//!   and reload send GOAWAY: streams in flight finish, then the connection closes.
+//!   and reload send GOAWAY in two steps (RFC 9113 §6.8): first with 2^31−1 and a PING, then,
+//!   once the PING is acknowledged (or after [`GOAWAY_ACK_WAIT`]), with the last stream
+//!   opened; streams in flight finish, then the connection closes.
 //! * **Deadlines** (`h2_wait`): `[http2] handshake_timeout` until the session is handshaken,
 //!   then `idle_timeout` with no stream open, `send_timeout` with streams open, renewed only
 //!   when the session reports progress (never by control frames, nor by the write path). An
 //!   expired connection gets a last GOAWAY if the socket takes it (`h2_expire`).
 
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Write};
+use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
@@ -74,6 +76,9 @@ const READ_TURNS: usize = 16;
 /// The most DATA bytes one frame carries, whatever the peer allows: streams take turns at
 /// this granularity.
 const CHUNK: usize = 16 * 1024;
+/// How long a graceful end waits for the client to acknowledge the PING sent with its first
+/// GOAWAY (one round trip, RFC 9113 §6.8) before it sends the second.
+const GOAWAY_ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// The most slices one `sendmsg` is given (far below the kernel's `IOV_MAX` of 1024):
 /// [`OUT_HIGH`] of 4 KiB responses is about 40.
 const IOVECS: usize = 128;
@@ -125,6 +130,8 @@ pub(super) struct H2 {
     progress: u64,
     idle: bool,
     spans: Vec<[usize; 5]>,
+    /// When a graceful end sends its second GOAWAY if its PING is not acknowledged first.
+    go_away_by: Option<Instant>,
 }
 
 impl H2 {
@@ -258,6 +265,14 @@ impl Stream {
     }
 }
 
+/// The earlier of two wake-up times, if any.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// What producing DATA came to.
 enum Produced {
     /// Frames were queued.
@@ -327,6 +342,7 @@ impl Conn {
             progress: 0,
             idle: false,
             spans: Vec::new(),
+            go_away_by: None,
         }));
     }
 
@@ -385,15 +401,17 @@ impl Conn {
             if self.h2.as_ref().is_some_and(|h| h.resumed) {
                 self.h2_answer_paused(cx);
             }
+            let drain = self.h2_drain_timer(cx);
             match self.h2_produce(cx) {
                 Produced::Some => progress = true,
                 Produced::Nothing(t) => sleep = t,
             }
+            sleep = earliest(sleep, drain);
             let before = budget;
             match self.h2_flush(cx, &mut budget) {
                 // Output was written: the buffer has room for more DATA again.
                 WriteResult::Done => progress |= budget != before,
-                WriteResult::Blocked => return self.h2_wait(cx, None),
+                WriteResult::Blocked => return self.h2_wait(cx, drain),
                 WriteResult::Budget => return Drive::Yield,
                 WriteResult::Closed | WriteResult::Sleep(_) => return Drive::Close,
             }
@@ -411,6 +429,22 @@ impl Conn {
                 return Drive::Yield;
             }
         }
+    }
+
+    /// A graceful end waits [`GOAWAY_ACK_WAIT`] at most for the acknowledgement of the
+    /// PING sent with its first GOAWAY, then sends the second anyway. `Some`: when to look
+    /// again.
+    fn h2_drain_timer(&mut self, cx: &Ctx) -> Option<Instant> {
+        let h = self.h2.as_mut()?;
+        if !h.session.awaiting_go_away() {
+            return None;
+        }
+        let t = *h.go_away_by.get_or_insert(cx.clock.now + GOAWAY_ACK_WAIT);
+        if cx.clock.now < t {
+            return Some(t);
+        }
+        h.session.finish_go_away();
+        None
     }
 
     /// Nothing more to do now: sets the deadline, hands over a verification job, or waits.
@@ -675,6 +709,7 @@ impl Conn {
     #[cfg(feature = "tls")]
     fn h2_flush_tls(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
         use super::tls_io::Flush;
+        use std::io::Write;
         loop {
             let Some(h) = &mut self.h2 else { return WriteResult::Closed };
             if h.out_pos == h.session.out.len() {

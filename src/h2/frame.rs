@@ -347,6 +347,11 @@ pub fn write_settings_ack(out: &mut Vec<u8>) {
     write_header(out, 0, SETTINGS, ACK, 0);
 }
 
+pub fn write_ping(out: &mut Vec<u8>, data: &[u8; 8]) {
+    write_header(out, 8, PING, 0, 0);
+    out.extend_from_slice(data);
+}
+
 pub fn write_ping_ack(out: &mut Vec<u8>, data: &[u8; 8]) {
     write_header(out, 8, PING, ACK, 0);
     out.extend_from_slice(data);

@@ -150,6 +150,9 @@ fn priority_field(fields: &Fields) -> Option<Priority> {
     p
 }
 
+/// The PING sent with the first GOAWAY of a graceful end.
+const DRAIN_PING: [u8; 8] = *b"goaway\0\0";
+
 /// A header block buffer larger than this is not kept for the next one.
 const BLOCK_KEEP: usize = 16 * 1024;
 
@@ -177,7 +180,10 @@ pub struct Session {
     conn_recv: i64,
     peer_initial_window: u32,
     peer_max_frame: usize,
-    /// We sent a GOAWAY for a graceful end: no new streams.
+    /// We sent the first GOAWAY of a graceful end (and the PING whose acknowledgement
+    /// completes it).
+    announced: bool,
+    /// We sent the last GOAWAY of a graceful end: no new streams.
     draining: bool,
     /// A connection error was sent: close once `out` is flushed.
     closing: bool,
@@ -215,6 +221,7 @@ impl Session {
             conn_recv: i64::from(lim.initial_window),
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::MIN_MAX_FRAME_SIZE as usize,
+            announced: false,
             draining: false,
             closing: false,
             resets: lim.reset_budget,
@@ -345,10 +352,29 @@ impl Session {
         }
     }
 
-    /// Begins a graceful end (shutdown, reload): GOAWAY NO_ERROR with the last stream
-    /// seen; streams in flight finish, new ones are ignored, then the session is closing.
+    /// Begins a graceful end (shutdown, reload) in two steps (RFC 9113 §6.8): GOAWAY NO_ERROR
+    /// with the largest stream identifier, 2^31−1, so that the client opens no more streams
+    /// but those it is sending meanwhile are still served, and a PING. Its acknowledgement,
+    /// one round trip later, completes the end ([`Session::finish_go_away`]).
     pub fn go_away(&mut self) {
-        if !self.draining && !self.closing {
+        if !self.announced && !self.draining && !self.closing {
+            frame::write_goaway(&mut self.out, frame::MAX_WINDOW, Code::NoError);
+            frame::write_ping(&mut self.out, &DRAIN_PING);
+            self.announced = true;
+        }
+    }
+
+    /// True between the first GOAWAY of a graceful end and the second: the connection
+    /// finishes it itself if the PING is not acknowledged in time.
+    pub fn awaiting_go_away(&self) -> bool {
+        self.announced && !self.draining && !self.closing
+    }
+
+    /// The second GOAWAY of a graceful end begun by [`Session::go_away`]: NO_ERROR with the
+    /// last stream seen; streams in flight finish, new ones are ignored, then the session is
+    /// closing.
+    pub fn finish_go_away(&mut self) {
+        if self.awaiting_go_away() {
             frame::write_goaway(&mut self.out, self.last_stream, Code::NoError);
             self.draining = true;
         }
@@ -417,7 +443,15 @@ impl Session {
                 frame::write_ping_ack(&mut self.out, &data);
                 Ok(())
             }
-            Frame::Ping { ack: true, .. } | Frame::Unknown { .. } | Frame::GoAway { .. } => Ok(()),
+            Frame::Ping { ack: true, data } => {
+                if data == DRAIN_PING {
+                    // A round trip since the first GOAWAY: what the client opened meanwhile
+                    // has arrived.
+                    self.finish_go_away();
+                }
+                Ok(())
+            }
+            Frame::Unknown { .. } | Frame::GoAway { .. } => Ok(()),
             Frame::PriorityUpdate { stream, value } => {
                 // For a stream not open yet (or any more) it is dropped: RFC 9218 §7.1 lets a
                 // server keep it for a stream to come, but nothing requires it.
@@ -1362,15 +1396,48 @@ mod tests {
         }
     }
 
+    /// The last-stream identifiers of the GOAWAYs in `out`, and the PINGs' payloads.
+    fn goaways_and_pings(s: &Session) -> (Vec<u32>, Vec<Vec<u8>>) {
+        let f = frames(&s.out);
+        let ids = f.iter().filter(|f| f.0 == frame::GOAWAY).map(|f| u32::from_be_bytes(f.3[..4].try_into().unwrap()));
+        let pings = f.iter().filter(|f| f.0 == frame::PING && f.1 == 0).map(|f| f.3.clone());
+        (ids.collect(), pings.collect())
+    }
+
     #[test]
     fn graceful_goaway_finishes_streams() {
         let mut s = started();
         feed(&mut s, &frame(frame::HEADERS, 5, 1, &get_block(&[])));
         s.go_away();
-        assert!(!s.is_closing());
-        assert!(feed(&mut s, &frame(frame::HEADERS, 5, 3, &get_block(&[]))).is_empty());
+        // First GOAWAY: 2^31−1 and a PING; a stream the client opened meanwhile is served.
+        let (ids, pings) = goaways_and_pings(&s);
+        assert_eq!(ids, [frame::MAX_WINDOW]);
+        assert_eq!(pings.len(), 1);
+        assert!(s.awaiting_go_away() && !s.is_closing());
+        let ev = feed(&mut s, &frame(frame::HEADERS, 5, 3, &get_block(&[])));
+        assert!(matches!(ev[..], [Event::Request { stream: 3, .. }]), "{ev:?}");
+        // A PING ACK of something else changes nothing.
+        feed(&mut s, &frame(frame::PING, frame::ACK, 0, b"12345678"));
+        assert!(s.awaiting_go_away());
+        // Its acknowledgement: the second GOAWAY names the last stream; later ones are ignored.
+        feed(&mut s, &frame(frame::PING, frame::ACK, 0, &pings[0]));
+        assert!(!s.awaiting_go_away());
+        assert_eq!(goaways_and_pings(&s).0, [frame::MAX_WINDOW, 3]);
+        assert!(feed(&mut s, &frame(frame::HEADERS, 5, 5, &get_block(&[]))).is_empty());
         s.send_headers(1, 204, std::iter::empty(), true);
+        assert!(!s.is_closing());
+        s.send_headers(3, 204, std::iter::empty(), true);
         assert!(s.is_closing());
         assert_eq!(goaway_code(&s), Some(0));
+    }
+
+    #[test]
+    fn graceful_goaway_finished_without_the_ping_ack() {
+        let mut s = started();
+        s.go_away();
+        s.finish_go_away();
+        assert_eq!(goaways_and_pings(&s).0, [frame::MAX_WINDOW, 0]);
+        // No stream open: closing at once.
+        assert!(s.is_closing());
     }
 }
