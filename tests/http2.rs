@@ -318,8 +318,15 @@ fn sigterm_sends_goaway_and_finishes_streams() {
     let (frames, _) = read_frames(&mut s, |f| f.0 == 1 && f.2 == 1);
     assert!(frames.iter().any(|f| f.0 == 1 && f.2 == 1), "{frames:?}");
     signal(srv.pid(), "TERM");
-    let (frames, closed) = read_frames(&mut s, |f| f.0 == GOAWAY);
+    // In two steps (RFC 9113 §6.8): 2^31-1 and a PING; once the PING is acknowledged, the
+    // last stream.
+    let (frames, closed) = read_frames(&mut s, |f| f.0 == 6);
     let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no GOAWAY: {frames:?}"));
+    assert_eq!((code(&g.3, 0), code(&g.3, 4), closed), (0x7fff_ffff, 0, false), "2^31-1, NO_ERROR");
+    let ping = frames.iter().find(|f| f.0 == 6 && f.1 == 0).unwrap_or_else(|| panic!("no PING: {frames:?}"));
+    s.write_all(&frame(6, 1, 0, &ping.3)).unwrap();
+    let (frames, closed) = read_frames(&mut s, |f| f.0 == GOAWAY);
+    let g = frames.iter().find(|f| f.0 == GOAWAY).unwrap_or_else(|| panic!("no second GOAWAY: {frames:?}"));
     assert_eq!((code(&g.3, 0), code(&g.3, 4), closed), (1, 0, false), "last stream 1, NO_ERROR");
     // Open the window: the stream finishes, then the connection closes.
     s.write_all(&frame(4, 0, 0, b"\x00\x04\x00\x00\xff\xff")).unwrap();
