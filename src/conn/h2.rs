@@ -650,7 +650,8 @@ impl Conn {
             } else {
                 0
             };
-            let Some(mut s) = h.streams.remove(at) else { break };
+            let next = if ordered { h.streams.remove(at) } else { h.streams.pop_front() };
+            let Some(mut s) = next else { break };
             if !h.session.is_open(s.id) {
                 finish_stream(cx, s, false);
                 idle_turns = 0;

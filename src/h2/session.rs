@@ -139,17 +139,6 @@ pub enum Field<'f> {
     Encoded(&'f [u8]),
 }
 
-/// The priority the request's `priority` field lines give (RFC 9218 §5), if it has any.
-fn priority_field(fields: &Fields) -> Option<Priority> {
-    let mut p = None;
-    for (name, value) in fields.iter() {
-        if name == b"priority" {
-            p.get_or_insert_with(Priority::default).apply(value);
-        }
-    }
-    p
-}
-
 /// The PING sent with the first GOAWAY of a graceful end.
 const DRAIN_PING: [u8; 8] = *b"goaway\0\0";
 
@@ -667,8 +656,13 @@ impl Session {
     /// `bytes` is the block (`b.bytes` is not used).
     fn end_block(&mut self, b: Block, bytes: &[u8], events: &mut Vec<Event>) -> Result<(), Error> {
         let mut fields = self.spare_fields.pop().unwrap_or_default();
+        let mut priority = None;
         let max_list = self.lim.max_header_list_size as usize;
         let decoded = self.dec.decode(bytes, max_list, |name, value, _sensitive| {
+            // RFC 9218 §5: the `priority` field lines combine in order.
+            if name == b"priority" {
+                priority.get_or_insert_with(Priority::default).apply(value);
+            }
             fields.push(name, value);
             Ok::<(), std::convert::Infallible>(())
         });
@@ -720,7 +714,7 @@ impl Session {
                 expect,
                 received: 0,
                 requested: false,
-                priority: priority_field(&fields),
+                priority,
                 pending: Some(fields),
             },
         );
