@@ -49,7 +49,6 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -976,9 +975,7 @@ fn emit(
         }
         Body::File { entry, pos, .. } => {
             let cache::Body::Fd(file) = &entry.body else { return Err(()) };
-            let old = out.len();
-            out.resize(old + b, 0);
-            match file.read_exact_at(&mut out[old..], *pos) {
+            match pread_append(file, out, b, *pos) {
                 Ok(()) => {
                     *pos += b as u64;
                     Ok(())
@@ -1004,6 +1001,39 @@ fn emit(
             Err(())
         }
     }
+}
+
+/// Appends `n` bytes of `file` from `offset` to `out`, read with `pread` straight into its
+/// spare capacity. Not zeroed first: on the page-load workload (images above `max_file`,
+/// sent in 16 KiB frames) zeroing the room before each read was 80 % of the user-space
+/// instructions. `UnexpectedEof`: the file ended first; `out` may then hold part of it.
+fn pread_append(file: &std::fs::File, out: &mut Vec<u8>, n: usize, offset: u64) -> io::Result<()> {
+    out.reserve(n);
+    let mut done = 0;
+    while done < n {
+        let at = libc::off_t::try_from(offset + done as u64).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let spare = out.spare_capacity_mut();
+        // SAFETY: `spare` is the vector's allocated and unused capacity, at least `n - done`
+        // bytes (reserved above; only what `pread` wrote is added to the length below), and
+        // `pread` writes at most `n - done` bytes through the pointer, nothing else.
+        let r = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), n - done, at) };
+        let r = match usize::try_from(r) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(r) => r,
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+        };
+        // SAFETY: `pread` initialised the first `r` bytes of the spare capacity, and
+        // `r <= n - done` fits in it.
+        unsafe { out.set_len(out.len() + r) };
+        done += r;
+    }
+    Ok(())
 }
 
 /// A stream's response is done (`complete`) or abandoned: log it, count it, release what
