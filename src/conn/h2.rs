@@ -21,7 +21,8 @@
 //! * **Output.** DATA frames are cut round-robin from the streams with something to send,
 //!   at most [`CHUNK`], the peer's SETTINGS_MAX_FRAME_SIZE and both flow-control windows
 //!   each (so one large download does not hold up small ones), while less than
-//!   [`OUT_HIGH`] is pending. Frames go into the session's one output buffer, except, on a
+//!   [`OUT_HIGH`] is pending; once a stream has an RFC 9218 priority, by urgency first
+//!   ([`Conn::h2_produce`], [`Stream::rank`]). Frames go into the session's one output buffer, except, on a
 //!   plain connection (h2c), the payloads of mapped files and cached listings: those stay
 //!   where they are, recorded as [`Splice`]s between the buffer's bytes, and one `sendmsg`
 //!   takes the lot (HEADERS, 9-byte DATA headers, slices of the mappings: many responses,
