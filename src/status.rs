@@ -12,6 +12,8 @@ pub struct Counters {
     pub refused: u64,
     /// Connections of a PROXY protocol listener closed for a bad, truncated or late header.
     pub proxy_errors: u64,
+    /// Times `defer_accept = "auto"` turned deferred accept on (silent connections came).
+    pub defer_switches: u64,
     pub requests: u64,
     /// Body bytes sent.
     pub bytes: u64,
@@ -96,6 +98,8 @@ pub struct Snapshot<'a> {
     pub config_loaded: &'a str,
     /// Whether there are TLS listeners (the TLS counters are shown then).
     pub tls: bool,
+    /// Whether the listeners defer accepts now (TCP_DEFER_ACCEPT).
+    pub deferring: bool,
 }
 
 /// On-demand compression's counters (`crate::ondemand`).
@@ -200,6 +204,8 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             let _ = writeln!(t, "connections_accepted: {}", c.accepted);
             let _ = writeln!(t, "connections_refused: {}", c.refused);
             let _ = writeln!(t, "proxy_header_errors: {}", c.proxy_errors);
+            let on = if s.deferring { "on" } else { "off" };
+            let _ = writeln!(t, "defer_accept: {on} switched_on {}", c.defer_switches);
             let _ = writeln!(t, "requests: {}", c.requests);
             let _ = writeln!(t, "requests_http2: {}", c.http2_requests);
             let _ = writeln!(t, "bytes_sent: {}", c.bytes);
@@ -234,6 +240,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 t,
                 "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\
                  \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{},\"proxy_header_errors\":{}}},\
+                 \"defer_accept\":{{\"on\":{},\"switched_on\":{}}},\
                  \"requests\":{},\"requests_http2\":{},\"bytes_sent\":{},\"responses\":{{",
                 s.version,
                 s.pid,
@@ -245,6 +252,8 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 c.accepted,
                 c.refused,
                 c.proxy_errors,
+                s.deferring,
+                c.defer_switches,
                 c.requests,
                 c.http2_requests,
                 c.bytes
@@ -313,6 +322,18 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 "counter",
                 "Connections closed for a bad, truncated or late PROXY protocol header.",
                 &[("", c.proxy_errors)],
+            );
+            metric(
+                "defer_accept",
+                "gauge",
+                "1 while the listeners defer accepts (TCP_DEFER_ACCEPT).",
+                &[("", u64::from(s.deferring))],
+            );
+            metric(
+                "defer_accept_switched_on_total",
+                "counter",
+                "Times defer_accept = \"auto\" turned deferral on.",
+                &[("", c.defer_switches)],
             );
             metric("requests_total", "counter", "Requests answered.", &[("", c.requests)]);
             metric("http2_requests_total", "counter", "Of them, over HTTP/2.", &[("", c.http2_requests)]);
@@ -407,23 +428,28 @@ mod tests {
             config_file: "a\"b",
             config_loaded: "now",
             tls: true,
+            deferring: true,
         };
         let mut out = Vec::new();
         render(&s, Format::Json, &mut out);
         let j = String::from_utf8(out).unwrap();
         assert!(j.contains("\"requests\":2") && j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
         assert!(j.contains("a\\\"b"));
+        assert!(j.contains("\"defer_accept\":{\"on\":true,\"switched_on\":0}"), "{j}");
         assert!(j.contains("\"tls\":{\"handshakes\":{\"tls1.3\":7,") && j.contains("\"timeout\":2,"), "{j}");
         let mut out = Vec::new();
         render(&s, Format::Prometheus, &mut out);
         let p = String::from_utf8(out).unwrap();
         assert!(p.contains("ferrohttpd_responses_total{class=\"4xx\"} 1"), "{p}");
+        assert!(p.contains("ferrohttpd_defer_accept 1\n"), "{p}");
         assert!(p.contains("ferrohttpd_tls_handshake_failures_total{kind=\"timeout\"} 2"), "{p}");
         let mut out = Vec::new();
         render(&s, Format::Text, &mut out);
         let text = String::from_utf8(out).unwrap();
         assert!(
-            text.contains("bytes_sent: 15") && text.contains("tls_handshakes: tls1.3 7 tls1.2 0 resumed 0"),
+            text.contains("bytes_sent: 15")
+                && text.contains("defer_accept: on switched_on 0\n")
+                && text.contains("tls_handshakes: tls1.3 7 tls1.2 0 resumed 0"),
             "{text}"
         );
         assert_eq!(Format::from_query(Some("json")), Format::Json);

@@ -106,7 +106,9 @@ pub fn unacked_bytes(fd: RawFd) -> Option<u64> {
 }
 
 /// Sets TCP_DEFER_ACCEPT on a listening socket: a connection is only handed to `accept`
-/// once its first data has arrived, or after about `secs` seconds without any.
+/// once its first data has arrived, or after about `secs` seconds without any. 0 turns it
+/// off. It applies to connections whose handshake completes afterwards, so it can be changed
+/// on a socket that is listening.
 pub fn set_defer_accept(fd: RawFd, secs: u32) -> io::Result<()> {
     let v = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
     // SAFETY: `v` is a valid c_int of the size given; setsockopt only reads it.
@@ -121,6 +123,21 @@ pub fn set_defer_accept(fd: RawFd, secs: u32) -> io::Result<()> {
     };
     if r == 0 {
         Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The TCP_DEFER_ACCEPT time of a listening socket (0: off), as the kernel rounds it.
+pub fn defer_accept(fd: RawFd) -> io::Result<u32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid and writable, and `len` is the size of `v`.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT, (&mut v as *mut libc::c_int).cast(), &mut len)
+    };
+    if r == 0 {
+        Ok(u32::try_from(v).unwrap_or(0))
     } else {
         Err(io::Error::last_os_error())
     }

@@ -397,10 +397,10 @@ fn two_thousand_idle_connections_cost_little_and_fresh_clients_are_served() {
 
 #[test]
 fn silent_connections_wait_in_the_kernel_until_they_send() {
-    // defer_accept (the default): a client that connects and sends nothing costs the server
-    // no descriptor; its first bytes get it accepted and answered at once.
+    // defer_accept = true: a client that connects and sends nothing costs the server no
+    // descriptor; its first bytes get it accepted and answered at once.
     const N: usize = 200;
-    let srv = Server::start("");
+    let srv = Server::start("defer_accept = true");
     let addr = srv.addr();
     fresh_client_served(addr, Duration::from_secs(2), "at start");
     let before = srv.fd_count();
@@ -424,6 +424,100 @@ fn silent_connections_wait_in_the_kernel_until_they_send() {
         before,
         srv.fd_count()
     );
+}
+
+/// The `defer_accept` line of the status page: ("on" or "off", times switched on).
+fn deferral(srv: &Server) -> (String, u64) {
+    let r = srv.get("/.status");
+    assert_eq!(r.status, 200, "{r:?}");
+    let text = r.body_text();
+    let line = text.lines().find_map(|l| l.strip_prefix("defer_accept: ")).unwrap_or_else(|| panic!("{text}"));
+    match line.split(' ').collect::<Vec<_>>()[..] {
+        [state, "switched_on", n] => (state.to_string(), n.parse().unwrap_or_else(|_| panic!("{line}"))),
+        _ => panic!("defer_accept line: {line:?}"),
+    }
+}
+
+/// `n` connections that send nothing.
+fn silent_clients(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|i| TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap_or_else(|e| panic!("connect {i}: {e}")))
+        .collect()
+}
+
+#[test]
+fn auto_defer_accept_turns_on_for_a_flood_of_silent_connections_and_off_after_a_quiet_period() {
+    // defer_accept = "auto" (the default): accepts are not deferred (one client at a time
+    // then gets the server's wake-up overlapped with its write), until silent connections
+    // come; then they cost no descriptor; after 6 header timeouts without them, off again.
+    const N: usize = 40;
+    let srv = Server::start("[http]\nheader_timeout = \"1s\"\n[status]\nenabled = true\npath = \"/.status\"");
+    let addr = srv.addr();
+    fresh_client_served(addr, Duration::from_secs(2), "at start");
+    assert_eq!(deferral(&srv), ("off".to_string(), 0), "at start");
+    let before = srv.fd_count();
+
+    // Without deferral the server holds them: a descriptor each, until the first sweep
+    // sees them silent for a second and turns deferral on.
+    let flood = silent_clients(addr, N);
+    assert!(
+        wait_until(Duration::from_secs(3), || srv.fd_count() >= before + N),
+        "not deferring: the server should hold the {N} silent connections; fds {} before, {} now",
+        before,
+        srv.fd_count()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || deferral(&srv) == ("on".to_string(), 1)),
+        "deferral not switched on by {N} silent connections: {:?}",
+        deferral(&srv)
+    );
+    // Those already accepted end at their header timeout.
+    assert!(
+        wait_until(Duration::from_secs(5), || srv.fd_count() <= before),
+        "the silent connections were not closed at header_timeout: fds {} before, {} now",
+        before,
+        srv.fd_count()
+    );
+    drop(flood);
+    fresh_client_served(addr, Duration::from_secs(1), "while deferring");
+
+    // Deferring: a new flood costs nothing; the kernel holds it (about header_timeout).
+    let accepted = |srv: &Server| {
+        let j = parse_json(&srv.get("/.status?json").body_text()).unwrap();
+        j.num(&["connections", "accepted"]).unwrap()
+    };
+    let accepted_before = accepted(&srv);
+    let mut flood = silent_clients(addr, N);
+    sleep(Duration::from_millis(300));
+    assert_eq!(srv.fd_count(), before, "deferring, and the server accepted connections that sent nothing");
+    // One more: this status request.
+    assert_eq!(accepted(&srv), accepted_before + 1.0, "deferring, and the server was woken for silent connections");
+    fresh_client_served(addr, Duration::from_secs(1), "with a silent flood held by the kernel");
+    // Their first bytes get them accepted and answered.
+    for (i, s) in flood.iter_mut().enumerate().take(5) {
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        raw(s, format!("GET /p{i}.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        let r = read_response(s);
+        assert_eq!(r.status, 200, "connection {i}: {r:?}");
+        assert_eq!(r.body, page(i), "connection {i}");
+    }
+    drop(flood);
+
+    // Quiet for 6 header timeouts: off again, and a silent connection is accepted at once.
+    assert!(
+        wait_until(Duration::from_secs(15), || deferral(&srv).0 == "off"),
+        "deferral still on after a quiet period: {:?}",
+        deferral(&srv)
+    );
+    let one = silent_clients(addr, 1);
+    assert!(
+        wait_until(Duration::from_secs(1), || srv.fd_count() > before),
+        "deferral off, and a new connection was not accepted at once"
+    );
+    drop(one);
+    let log = srv.stderr_text();
+    assert_eq!(log.matches("notice: ").count(), 2, "one notice per switch:\n{log}");
+    assert!(log.contains("TCP_DEFER_ACCEPT") && log.contains("at once again"), "{log}");
 }
 
 // ---------------------------------------------------------------------------------------------

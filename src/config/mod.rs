@@ -250,8 +250,8 @@ pub struct Config {
     /// protocol header (`crate::proxy`), which then gives the client address.
     pub proxy_protocol: Vec<SocketAddr>,
     pub backlog: u32,
-    /// TCP_DEFER_ACCEPT on the sockets ferrohttpd binds: see [`Config::defer_accept_secs`].
-    pub defer_accept: bool,
+    /// When the listening sockets carry TCP_DEFER_ACCEPT: see [`DeferAccept`].
+    pub defer_accept: DeferAccept,
     pub pid_file: Option<PathBuf>,
     pub sendfile: bool,
     pub shutdown_timeout: Duration,
@@ -345,7 +345,7 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             proxy_protocol: Vec::new(),
             backlog: 1024,
-            defer_accept: true,
+            defer_accept: DeferAccept::Auto,
             pid_file: None,
             sendfile: true,
             shutdown_timeout: Duration::from_secs(10),
@@ -419,16 +419,27 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// `[server] defer_accept`: whether the listening sockets carry TCP_DEFER_ACCEPT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeferAccept {
+    /// Off until silent connections (accepted, then ending or waiting with nothing sent)
+    /// show up, on while they do, off again after a quiet period (`server::Server`'s
+    /// deferral state). Without it, the server's wake-up for a new connection overlaps the
+    /// client's write of its request, which is what one client at a time waits for.
+    Auto,
+    /// Always on (`true`).
+    Always,
+    /// Never (`false`).
+    Never,
+}
+
 impl Config {
-    /// The TCP_DEFER_ACCEPT time set on the sockets ferrohttpd binds (0: off). The kernel
-    /// then hands a connection to `accept` only once its first bytes have arrived, so the
-    /// request is read at once, without waking up for the bare handshake; a connection that
-    /// sends nothing is held (and the handshake answer retried) for about `header_timeout`,
-    /// as nginx's `deferred` does, and never costs a descriptor.
+    /// The TCP_DEFER_ACCEPT time a listening socket gets while accepts are deferred. The
+    /// kernel then hands a connection to `accept` only once its first bytes have arrived, so
+    /// the request is read at once, without waking up for the bare handshake; a connection
+    /// that sends nothing is held (and the handshake answer retried) for about
+    /// `header_timeout`, as nginx's `deferred` does, without costing a descriptor.
     pub fn defer_accept_secs(&self) -> u32 {
-        if !self.defer_accept {
-            return 0;
-        }
         let t = self.header_timeout;
         let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
         u32::try_from(secs.max(1)).unwrap_or(u32::MAX)

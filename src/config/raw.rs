@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Config, ConfigError, LogFormat, LogTarget};
+use super::{Config, ConfigError, DeferAccept, LogFormat, LogTarget};
 use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
 
 type S<T> = Option<Spanned<T>>;
@@ -122,7 +122,7 @@ struct RawServer {
     trusted_proxies: S<Vec<String>>,
     proxy_protocol: S<Vec<String>>,
     backlog: S<i64>,
-    defer_accept: S<bool>,
+    defer_accept: S<RawDeferAccept>,
     pid_file: S<String>,
     sendfile: S<bool>,
     shutdown_timeout: S<RawDuration>,
@@ -247,6 +247,14 @@ struct RawLog {
 #[serde(untagged)]
 enum RawWorkers {
     Count(i64),
+    Word(String),
+}
+
+/// `defer_accept = true`, `false` or `"auto"`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDeferAccept {
+    Flag(bool),
     Word(String),
 }
 
@@ -581,7 +589,14 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             cfg.sendfile = *v.get_ref();
         }
         if let Some(v) = s.defer_accept {
-            cfg.defer_accept = *v.get_ref();
+            cfg.defer_accept = match v.get_ref() {
+                RawDeferAccept::Flag(true) => DeferAccept::Always,
+                RawDeferAccept::Flag(false) => DeferAccept::Never,
+                RawDeferAccept::Word(w) if w == "auto" => DeferAccept::Auto,
+                RawDeferAccept::Word(_) => {
+                    return cx.err("server.defer_accept", v.span(), "must be true, false or \"auto\"")
+                }
+            };
         }
         if let Some(v) = s.shutdown_timeout {
             cfg.shutdown_timeout = cx.duration("server.shutdown_timeout", &v, 86_400)?;
@@ -1175,9 +1190,14 @@ mod tests {
         assert_eq!(load("").unwrap().defer_accept_secs(), 10);
         assert_eq!(load("[http]\nheader_timeout = \"500ms\"").unwrap().defer_accept_secs(), 1);
         assert_eq!(load("[http]\nheader_timeout = \"2500ms\"").unwrap().defer_accept_secs(), 3);
-        assert_eq!(load("[server]\ndefer_accept = false").unwrap().defer_accept_secs(), 0);
+        assert_eq!(load("").unwrap().defer_accept, DeferAccept::Auto);
+        assert_eq!(load("[server]\ndefer_accept = \"auto\"").unwrap().defer_accept, DeferAccept::Auto);
+        assert_eq!(load("[server]\ndefer_accept = true").unwrap().defer_accept, DeferAccept::Always);
+        assert_eq!(load("[server]\ndefer_accept = false").unwrap().defer_accept, DeferAccept::Never);
         let e = load("[server]\ndefer_accept = 1").unwrap_err().0;
         assert!(e.contains("server.defer_accept"), "{e}");
+        let e = load("[server]\ndefer_accept = \"yes\"").unwrap_err().0;
+        assert!(e.contains("server.defer_accept") && e.contains("\"auto\"") && e.contains("line 2"), "{e}");
     }
 
     #[test]

@@ -317,6 +317,14 @@ impl Conn {
         empty
     }
 
+    /// How long a connection that has received nothing has been waiting for its first byte
+    /// (`None` once anything arrived): the server's measure of silent connections, for
+    /// `defer_accept = "auto"`.
+    pub fn silent_for(&self, now: Instant) -> Option<Duration> {
+        // Nothing has been sent on it either, so `send_started` is still the accept time.
+        self.received_nothing(false).then(|| now.saturating_duration_since(self.ex.send_started))
+    }
+
     /// True while nothing of a request has arrived: safe to close on shutdown.
     pub fn is_idle(&self) -> bool {
         (self.phase == Phase::Idle && self.rstart == self.rend) || self.phase == Phase::Proxy
