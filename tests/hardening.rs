@@ -520,6 +520,48 @@ fn auto_defer_accept_turns_on_for_a_flood_of_silent_connections_and_off_after_a_
     assert!(log.contains("TCP_DEFER_ACCEPT") && log.contains("at once again"), "{log}");
 }
 
+/// Bytes the server process has written through file-like calls (`wchar` of /proc/PID/io):
+/// `sendfile` counts there, a `sendmsg` to a socket does not.
+fn wchar(pid: u32) -> u64 {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).expect("read /proc/PID/io");
+    io.lines().find_map(|l| l.strip_prefix("wchar: ")).and_then(|v| v.trim().parse().ok()).expect("wchar")
+}
+
+#[test]
+fn large_bodies_to_a_loopback_peer_are_copied_and_smaller_ones_go_by_sendfile() {
+    // loopback_copy (the default): from 2 MiB on, a body to 127.0.0.1 takes the staged copy
+    // (pread + sendmsg, which do not count in wchar); below it, and with loopback_copy =
+    // false at any size, sendfile (which does). Either way the bytes are the file's.
+    let big = pseudo_random_bytes(4 * MIB, 7);
+    let small = pseudo_random_bytes(MIB, 8);
+    for (extra, copies_big) in [("", true), ("loopback_copy = false", false)] {
+        let (b, m) = (big.clone(), small.clone());
+        let srv = Server::builder()
+            .config(extra)
+            .setup(move |_, root| {
+                fs::write(root.join("big.bin"), &b).unwrap();
+                fs::write(root.join("small.bin"), &m).unwrap();
+            })
+            .start();
+        for (path, body, copied) in [("/big.bin", &big, copies_big), ("/small.bin", &small, false)] {
+            srv.get(path); // the cache entry, the access log's first write
+            let before = wchar(srv.pid());
+            let (r, _) = timed_get(srv.addr(), path).unwrap();
+            assert_eq!(r.status, 200, "{extra:?} {path}: {r:?}");
+            assert!(r.body == *body, "{extra:?} {path}: {} bytes, not the file's", r.body.len());
+            let written = wchar(srv.pid()) - before;
+            if copied {
+                assert!(
+                    written < body.len() as u64 / 4,
+                    "{extra:?} {path}: {written} bytes by sendfile, expected a copy"
+                );
+            } else {
+                assert!(written >= body.len() as u64, "{extra:?} {path}: {written} bytes by sendfile, expected all");
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3. 10,000 pipelined requests, unread
 // ---------------------------------------------------------------------------------------------

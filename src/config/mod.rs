@@ -254,6 +254,10 @@ pub struct Config {
     pub defer_accept: DeferAccept,
     pub pid_file: Option<PathBuf>,
     pub sendfile: bool,
+    /// With `sendfile`: bodies of at least `conn::LOOPBACK_COPY_MIN` to a loopback peer are
+    /// copied instead (the staged path of `sendfile = false`): on loopback the client's reads
+    /// of spliced page-cache pages cost it more than the copy costs the server.
+    pub loopback_copy: bool,
     pub shutdown_timeout: Duration,
 
     pub keepalive_requests: u32,
@@ -348,6 +352,7 @@ impl Default for Config {
             defer_accept: DeferAccept::Auto,
             pid_file: None,
             sendfile: true,
+            loopback_copy: true,
             shutdown_timeout: Duration::from_secs(10),
             keepalive_requests: 1000,
             keepalive_timeout: Duration::from_secs(15),

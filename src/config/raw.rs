@@ -125,6 +125,7 @@ struct RawServer {
     defer_accept: S<RawDeferAccept>,
     pid_file: S<String>,
     sendfile: S<bool>,
+    loopback_copy: S<bool>,
     shutdown_timeout: S<RawDuration>,
 }
 
@@ -587,6 +588,9 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
         if let Some(v) = s.sendfile {
             cfg.sendfile = *v.get_ref();
+        }
+        if let Some(v) = s.loopback_copy {
+            cfg.loopback_copy = *v.get_ref();
         }
         if let Some(v) = s.defer_accept {
             cfg.defer_accept = match v.get_ref() {
@@ -1290,6 +1294,7 @@ mod tests {
         assert_eq!(c.max_connections, d.max_connections);
         assert_eq!(c.backlog, d.backlog);
         assert_eq!(c.sendfile, d.sendfile);
+        assert_eq!(c.loopback_copy, d.loopback_copy);
         assert_eq!(c.defer_accept, d.defer_accept);
         assert_eq!(c.cache_max_bytes, d.cache_max_bytes);
         assert_eq!(c.cache_max_entries, d.cache_max_entries);

@@ -69,6 +69,12 @@ const REQUEST_BUDGET: u32 = 64;
 const SENDFILE_CHUNK: usize = 512 * 1024;
 /// Staging buffer size when sendfile is off.
 const COPY_CHUNK: usize = 64 * 1024;
+/// `[server] loopback_copy`: bodies from this size on, to a loopback peer, take the staged
+/// copy instead of `sendfile`. On loopback the receiver's reads of spliced page-cache pages
+/// cost it more than reads of pages just copied in (wrk: 7 against 4 µs per 8 KiB read), and
+/// with one connection the slower side sets the pace: copying measured 1.15–1.27× the
+/// throughput at 2–32 MiB, level at 1 MiB, 0.76× at 256 KiB (BENCHMARKS.md, issue 17).
+pub const LOOPBACK_COPY_MIN: u64 = 2 * 1024 * 1024;
 /// How long a closing connection keeps draining what the client still sends.
 const LINGER: Duration = Duration::from_secs(2);
 /// Most bytes drained while lingering before giving up.
@@ -164,6 +170,8 @@ pub struct Conn {
     close_after: bool,
     discard: Discard,
     served: u32,
+    /// The peer is a loopback address, and `loopback_copy` applies.
+    loopback_copy: bool,
     pub deadline: Instant,
     /// On the server's ready list already.
     pub queued: bool,
@@ -196,6 +204,7 @@ impl Conn {
             close_after: false,
             discard: Discard::None,
             served: 0,
+            loopback_copy: cx.cfg.loopback_copy && peer.is_loopback(),
             deadline: cx.clock.now + cx.cfg.header_timeout,
             queued: false,
             registered: false,
@@ -760,6 +769,9 @@ impl Conn {
                 }
                 Body::File { entry, pos, end, stage } => {
                     let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };
+                    if stage.is_none() && self.loopback_copy && end.saturating_sub(*pos) >= LOOPBACK_COPY_MIN {
+                        *stage = Some(exchange::Staged { buf: cx.take_body(), pos: 0 });
+                    }
                     if *pos == *end && stage.as_ref().is_none_or(|s| s.pos == s.buf.len()) {
                         if head.is_empty() {
                             // sendfile queues page-cache pages by reference: a file truncated
