@@ -520,6 +520,44 @@ fn auto_defer_accept_turns_on_for_a_flood_of_silent_connections_and_off_after_a_
     assert!(log.contains("TCP_DEFER_ACCEPT") && log.contains("at once again"), "{log}");
 }
 
+#[test]
+fn auto_defer_accept_turns_on_under_load_without_a_notice_and_off_when_it_is_gone() {
+    // Many connections in a second that come before their request (a load generator with
+    // many clients): each would cost a read that finds nothing, an epoll_ctl and a wake-up
+    // more, so deferral goes on, without a notice (nothing is wrong); 10 s after the load it
+    // is off again.
+    // Enough for one sweep to see 64 of them whatever second they fall in.
+    const N: usize = 200;
+    let srv = Server::start("[status]\nenabled = true\npath = \"/.status\"");
+    let addr = srv.addr();
+    assert_eq!(deferral(&srv), ("off".to_string(), 0), "at start");
+    let mut conns = silent_clients(addr, N);
+    sleep(Duration::from_millis(100));
+    for (i, s) in conns.iter_mut().enumerate() {
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        raw(s, format!("GET /p{}.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", i % PAGES));
+    }
+    for (i, s) in conns.iter_mut().enumerate() {
+        let r = read_response(s);
+        assert_eq!(r.status, 200, "connection {i}: {r:?}");
+        assert_eq!(r.body, page(i % PAGES), "connection {i}");
+    }
+    drop(conns);
+    assert!(
+        wait_until(Duration::from_secs(3), || deferral(&srv) == ("on".to_string(), 1)),
+        "deferral not switched on by {N} connections accepted before their requests: {:?}",
+        deferral(&srv)
+    );
+    fresh_client_served(addr, Duration::from_secs(1), "while deferring");
+    assert!(
+        wait_until(Duration::from_secs(14), || deferral(&srv).0 == "off"),
+        "deferral still on 10 s after the load: {:?}",
+        deferral(&srv)
+    );
+    let log = srv.stderr_text();
+    assert!(!log.contains("notice: "), "a notice for load, not for silent connections:\n{log}");
+}
+
 /// Bytes the server process has written through file-like calls (`wchar` of /proc/PID/io):
 /// `sendfile` counts there, a `sendmsg` to a socket does not.
 fn wchar(pid: u32) -> u64 {
@@ -1611,7 +1649,8 @@ fn open_fds(pid: u32) -> usize {
 #[test]
 fn idle_connections_closed_after_a_burst_are_all_released_at_once() {
     const N: usize = 2000;
-    let srv = Server::start("backlog = 64\n[http]\nheader_timeout = \"10s\"");
+    // Deferred accept throughout: the ghosts come from its queues.
+    let srv = Server::start("backlog = 64\ndefer_accept = true\n[http]\nheader_timeout = \"10s\"");
     let addr = srv.addr();
     // Room for N client sockets in this process.
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
