@@ -10,6 +10,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
+use std::thread;
 use std::time::Duration;
 
 use common::h2::*;
@@ -409,4 +410,66 @@ fn a_large_download_does_not_hold_up_small_ones() {
     for (i, id) in [5u32, 7, 9, 11].into_iter().enumerate() {
         assert!(bodies[&id] == page(i + 4), "p{}.txt", i + 4);
     }
+}
+
+#[test]
+fn a_graceful_end_lets_a_slow_reader_read_all_that_was_sent() {
+    // When its last stream is done the connection ends, but much of what was written may
+    // still be queued in the kernels while the client reads on and acknowledges each part
+    // with WINDOW_UPDATE. Closing under those frames resets the connection, and the reset
+    // throws away what is still queued: the server must linger until the client is done.
+    let srv = Server::start("");
+    let big = big_file(srv.root());
+    // 16 MiB windows, as a browser's: the server writes ahead of the reader.
+    let window: u32 = 16 << 20;
+    let mut s = open(&srv, &[&[0, 4][..], &window.to_be_bytes()].concat());
+    let mut first = frame(8, 0, 0, &(window - 65_535).to_be_bytes());
+    first.extend(frame(1, 5, 1, &get_block("/big.bin", &[])));
+    s.write_all(&first).unwrap();
+    signal(srv.pid(), "HUP");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut buf, mut body, mut chunk) = (Vec::new(), Vec::new(), vec![0; 64 * 1024]);
+    let mut ended = false;
+    // Bounded: the body is 512 reads of 64 KiB.
+    for _ in 0..100_000 {
+        let n = match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => panic!("after {} of {} bytes: {e}", body.len(), big.len()),
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let mut answer = Vec::new();
+        let mut at = 0;
+        while buf.len() - at >= 9 {
+            let len = usize::from(buf[at]) << 16 | usize::from(buf[at + 1]) << 8 | usize::from(buf[at + 2]);
+            if buf.len() - at < 9 + len {
+                break;
+            }
+            let (kind, flags) = (buf[at + 3], buf[at + 4]);
+            let payload = &buf[at + 9..at + 9 + len];
+            match kind {
+                0 => {
+                    let pad = if flags & 8 != 0 { usize::from(payload[0]) + 1 } else { 0 };
+                    body.extend_from_slice(&payload[usize::from(pad > 0)..len + usize::from(pad > 0) - pad]);
+                    ended |= flags & 1 != 0;
+                    let got = u32::try_from(len).unwrap();
+                    if got > 0 {
+                        answer.extend(frame(8, 0, 0, &got.to_be_bytes()));
+                        answer.extend(frame(8, 0, 1, &got.to_be_bytes()));
+                    }
+                }
+                // The graceful end's PING, acknowledged so that it goes on at once.
+                6 if flags & 1 == 0 => answer.extend(frame(6, 1, 0, payload)),
+                _ => {}
+            }
+            at += 9 + len;
+        }
+        buf.drain(..at);
+        if !answer.is_empty() {
+            s.write_all(&answer).unwrap_or_else(|e| panic!("after {} bytes: {e}", body.len()));
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    assert!(ended && body.len() == big.len(), "{} of {} bytes, END_STREAM {ended}", body.len(), big.len());
+    assert!(body == big, "the body differs");
 }

@@ -417,7 +417,11 @@ impl Conn {
             }
             let Some(h) = &self.h2 else { return Drive::Close };
             if h.session.is_closing() {
-                return self.close(cx);
+                // Always through `Linger` (unless the client has closed): what was written
+                // may still be on its way, and the client acknowledges what it reads with
+                // WINDOW_UPDATE; closing with those unread would reset the connection and
+                // destroy the rest of the responses before the client reads them.
+                return self.end(cx, true);
             }
             if self.peer_eof {
                 return Drive::Close;

@@ -75,8 +75,12 @@ const COPY_CHUNK: usize = 64 * 1024;
 /// with one connection the slower side sets the pace: copying measured 1.15–1.27× the
 /// throughput at 2–32 MiB, level at 1 MiB, 0.76× at 256 KiB (BENCHMARKS.md, issue 17).
 pub const LOOPBACK_COPY_MIN: u64 = 2 * 1024 * 1024;
-/// How long a closing connection keeps draining what the client still sends.
+/// How long a closing connection keeps draining what the client still sends, counted from
+/// the last bytes it sent.
 const LINGER: Duration = Duration::from_secs(2);
+/// Most time spent lingering in all (nginx's `lingering_time`): an HTTP/2 client reading the
+/// megabytes still queued for it keeps sending WINDOW_UPDATE until it has read them.
+const LINGER_MAX: Duration = Duration::from_secs(30);
 /// Most bytes drained while lingering before giving up.
 const LINGER_BYTES: usize = 256 * 1024;
 
@@ -178,6 +182,8 @@ pub struct Conn {
     /// In the poller's set (a connection answered at once after accept never joins it).
     pub registered: bool,
     lingered: usize,
+    /// While lingering: when it ends however much the client still sends.
+    linger_end: Instant,
 }
 
 impl Conn {
@@ -209,6 +215,7 @@ impl Conn {
             queued: false,
             registered: false,
             lingered: 0,
+            linger_end: cx.clock.now,
         }
     }
 
@@ -867,18 +874,25 @@ impl Conn {
     /// short read: `readable` still set (a full buffer, as for a 431) means the kernel may
     /// hold more.
     fn close(&mut self, cx: &mut Ctx) -> Drive {
-        #[cfg(feature = "tls")]
-        self.tls_close_notify();
         let unread = self.rstart != self.rend
             || !matches!(self.discard, Discard::None)
             || self.phase == Phase::Head
             || self.readable;
+        self.end(cx, unread)
+    }
+
+    /// Ends the connection, through `Linger` if the client may still send (`unread`) and has
+    /// not closed its side.
+    fn end(&mut self, cx: &mut Ctx, unread: bool) -> Drive {
+        #[cfg(feature = "tls")]
+        self.tls_close_notify();
         if self.peer_eof || !unread {
             return Drive::Close;
         }
         sys::shutdown_write(self.sock.as_raw_fd());
         self.phase = Phase::Linger;
         self.deadline = cx.clock.now + LINGER;
+        self.linger_end = cx.clock.now + LINGER_MAX;
         self.linger(cx)
     }
 
@@ -898,6 +912,7 @@ impl Conn {
                     if self.lingered > LINGER_BYTES {
                         break Drive::Close;
                     }
+                    self.deadline = (cx.clock.now + LINGER).min(self.linger_end);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
