@@ -104,8 +104,9 @@ struct Stream {
 /// of them live: SipHash's resistance to chosen keys buys nothing there (a client that picked
 /// colliding identifiers lengthens one probe sequence of at most that many entries), and it
 /// cost about 1,300 instructions a request (four lookups or updates each). One multiply by
-/// the 64-bit golden ratio spreads consecutive odd identifiers over the high bits the table
-/// uses.
+/// the 64-bit golden ratio, folded so that the low bits, which pick the bucket, depend on
+/// every bit of the identifier (unfolded, identifiers equal modulo 2^k would share a
+/// bucket in a table of 2^k).
 #[derive(Default)]
 struct IdHasher(u64);
 
@@ -121,7 +122,8 @@ impl Hasher for IdHasher {
     }
 
     fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let h = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 32);
     }
 }
 
@@ -862,6 +864,19 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_ids_equal_in_their_low_bits_spread_over_the_buckets() {
+        let low_byte = |id: u32| {
+            let mut h = IdHasher::default();
+            h.write_u32(id);
+            h.finish() & 0xff
+        };
+        // 64 odd identifiers 256 apart: the same bucket of a 256-bucket table for a hash
+        // whose low bits follow the identifier's.
+        let buckets: std::collections::HashSet<u64> = (0..64).map(|j| low_byte(1 + 256 * j)).collect();
+        assert!(buckets.len() >= 32, "{} buckets", buckets.len());
+    }
 
     const LIM: Limits = Limits {
         max_concurrent_streams: 2,
