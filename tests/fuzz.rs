@@ -951,7 +951,6 @@ fn every_seed_gets_a_valid_answer_or_a_close_from_a_real_server() {
 /// them once exercised fails here, in `cargo test`, without a nightly toolchain.
 #[test]
 fn fuzz_corpus_replays_clean() {
-    type Check = fn(&[u8]) -> Result<(), String>;
     let targets: [(&str, Check); 6] = [
         ("head", checks::check_head),
         ("chunked", checks::check_chunked),
@@ -960,8 +959,17 @@ fn fuzz_corpus_replays_clean() {
         ("normalize", checks::check_normalize),
         ("proxy", checks::check_proxy),
     ];
+    replay_corpora(&targets);
+}
+
+/// A fuzz target's invariants, as `fuzz/checks*.rs` give them.
+type Check = fn(&[u8]) -> Result<(), String>;
+
+/// Runs every file of each target's committed corpus (`fuzz/corpus/TARGET`, at least 10
+/// files) through its check, and fails with all the files that break it.
+fn replay_corpora(targets: &[(&str, Check)]) {
     let mut f = Failures::new();
-    for (target, check) in targets {
+    for &(target, check) in targets {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
         let mut files: Vec<PathBuf> = fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -984,26 +992,10 @@ fn fuzz_corpus_replays_clean() {
 #[cfg(feature = "http2")]
 #[test]
 fn http2_fuzz_corpora_replay_clean() {
-    type Check = fn(&[u8]) -> Result<(), String>;
     let targets: [(&str, Check); 3] = [
         ("hpack_decode", checks_hpack::check_hpack_decode),
         ("h2_frame", checks_h2::check_h2_frame),
         ("h2_session", checks_h2::check_h2_session),
     ];
-    let mut f = Failures::new();
-    for (target, check) in targets {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
-        let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        assert!(files.len() >= 10, "{}: {} files; the committed corpus is missing", dir.display(), files.len());
-        for file in &files {
-            let data = fs::read(file).unwrap();
-            f.check(&format!("{target}/{}", file.file_name().unwrap().to_string_lossy()), check(&data));
-        }
-        eprintln!("fuzz corpus: {target}: {} files", files.len());
-    }
-    f.finish();
+    replay_corpora(&targets);
 }
