@@ -86,14 +86,13 @@ def load(port, kind, n):
                 read_response(s, b"")
 
 
-def count(binary, root, kind, n, work):
+def under_callgrind(binary, config, work, drive):
+    """Starts `binary` under callgrind with the TOML `config(port)` (a free port), waits
+    until it listens, runs `drive(port)`, stops it and returns the instructions it
+    executed."""
     port = free_port()
     conf = work / f"c{port}.toml"
-    conf.write_text(
-        f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
-        f'[http]\nkeepalive_requests = {n + 1}\n\n'
-        f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
-    )
+    conf.write_text(config(port))
     out = work / f"callgrind.{port}"
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--config", str(conf)],
@@ -110,7 +109,7 @@ def count(binary, root, kind, n, work):
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise OSError(f"{binary} did not start listening under valgrind")
                 time.sleep(0.2)
-        load(port, kind, n)
+        drive(port)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
@@ -121,30 +120,21 @@ def count(binary, root, kind, n, work):
     return int(m.group(1))
 
 
+def count(binary, root, kind, n, work):
+    return under_callgrind(
+        binary,
+        lambda port: (
+            f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
+            f'[http]\nkeepalive_requests = {n + 1}\n\n'
+            f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
+        ),
+        work,
+        lambda port: load(port, kind, n),
+    )
+
+
 def count_h2c(binary, root, path, n, clients, streams, work):
-    port = free_port()
-    conf = work / f"c{port}.toml"
-    conf.write_text(
-        f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
-        f'[http2]\nh2c = true\n\n'
-        f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
-    )
-    out = work / f"callgrind.{port}"
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--config", str(conf)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise OSError(f"{binary} did not start listening under valgrind")
-                time.sleep(0.2)
+    def drive(port):
         r = subprocess.run(
             ["h2load", "-n", str(n), "-c", str(clients), "-m", str(streams), f"http://127.0.0.1:{port}/{path}"],
             capture_output=True, text=True, timeout=600,
@@ -152,13 +142,17 @@ def count_h2c(binary, root, path, n, clients, streams, work):
         m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", r.stdout)
         if not m or int(m.group(2)) != n:
             raise OSError(f"h2load did not complete {n} requests: {r.stdout[-400:]}{r.stderr[-400:]}")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    m = re.search(r"^summary:\s+(\d+)", out.read_text(), re.M)
-    if not m:
-        raise OSError(f"no summary in {out}")
-    return int(m.group(1))
+
+    return under_callgrind(
+        binary,
+        lambda port: (
+            f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
+            f'[http2]\nh2c = true\n\n'
+            f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
+        ),
+        work,
+        drive,
+    )
 
 
 def main():
