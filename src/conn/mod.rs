@@ -776,7 +776,11 @@ impl Conn {
                 }
                 Body::File { entry, pos, end, stage } => {
                     let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };
-                    if stage.is_none() && self.loopback_copy && end.saturating_sub(*pos) >= LOOPBACK_COPY_MIN {
+                    // Copied (read into a staging buffer and sent) with sendfile off, and to a
+                    // loopback peer from `LOOPBACK_COPY_MIN` on; else sent by sendfile.
+                    if stage.is_none()
+                        && (!cx.cfg.sendfile || self.loopback_copy && end.saturating_sub(*pos) >= LOOPBACK_COPY_MIN)
+                    {
                         *stage = Some(exchange::Staged { buf: cx.take_body(), pos: 0 });
                     }
                     if *pos == *end && stage.as_ref().is_none_or(|s| s.pos == s.buf.len()) {

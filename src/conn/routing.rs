@@ -84,7 +84,7 @@ impl Exchange {
         h.finish(self.keep, req.minor);
         if req.method != Method::Head && page.size > 0 {
             let end = page.size - 1;
-            self.body = super::serve::body_for(cx, page, ByteRange { start: 0, end });
+            self.body = super::serve::body_for(page, ByteRange { start: 0, end });
         }
         status
     }

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::exchange::{Body, Exchange, Part, Staged};
+use super::exchange::{Body, Exchange, Part};
 use super::routing::Routed;
 use super::ALLOW;
 use crate::access::auth::{self, AuthResult};
@@ -669,7 +669,7 @@ impl Exchange {
             }
             None => {
                 let r = ranges.first().copied().unwrap_or(ByteRange { start: 0, end: size - 1 });
-                self.body = body_for(cx, rep, r);
+                self.body = body_for(rep, r);
             }
         }
         status
@@ -684,7 +684,7 @@ impl Exchange {
         self.head_pos = 0;
         self.release_body(cx);
         if let Some(r) = part.range {
-            self.body = body_for(cx, rep, r);
+            self.body = body_for(rep, r);
         }
         true
     }
@@ -736,7 +736,7 @@ impl Exchange {
         h.finish(self.keep, req.minor);
         if status == 200 && req.method != Method::Head && entry.size > 0 {
             let end = entry.size - 1;
-            self.body = body_for(cx, entry, ByteRange { start: 0, end });
+            self.body = body_for(entry, ByteRange { start: 0, end });
         }
         status
     }
@@ -776,7 +776,7 @@ impl Exchange {
             h.finish(self.keep, req.minor);
             if req.method != Method::Head && page.size > 0 {
                 let end = page.size - 1;
-                self.body = body_for(cx, page, ByteRange { start: 0, end });
+                self.body = body_for(page, ByteRange { start: 0, end });
             }
             return status;
         }
@@ -888,16 +888,15 @@ fn on_demand_variant(cx: &mut Ctx, req: &Request<'_>, entry: &Rc<FileEntry>, sit
 }
 
 /// The body source for an inclusive byte range of a cached file.
-pub(super) fn body_for(cx: &mut Ctx, rep: Rc<FileEntry>, r: ByteRange) -> Body {
+pub(super) fn body_for(rep: Rc<FileEntry>, r: ByteRange) -> Body {
     match &rep.body {
         cache::Body::Empty => Body::None,
         cache::Body::Mapped(_) | cache::Body::Memory(_) => {
             Body::Mapped { pos: r.start as usize, end: (r.end + 1) as usize, entry: rep }
         }
-        cache::Body::Fd(_) => {
-            let stage = (!cx.cfg.sendfile).then(|| Staged { buf: cx.take_body(), pos: 0 });
-            Body::File { pos: r.start, end: r.end + 1, entry: rep, stage }
-        }
+        // Whether it is copied rather than sent by `sendfile` is the transport's choice, at
+        // its first write (`Conn::write`).
+        cache::Body::Fd(_) => Body::File { pos: r.start, end: r.end + 1, entry: rep, stage: None },
     }
 }
 
