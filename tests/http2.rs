@@ -8,6 +8,7 @@ mod common;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::thread;
@@ -472,4 +473,65 @@ fn a_graceful_end_lets_a_slow_reader_read_all_that_was_sent() {
     }
     assert!(ended && body.len() == big.len(), "{} of {} bytes, END_STREAM {ended}", body.len(), big.len());
     assert!(body == big, "the body differs");
+}
+
+/// The fields of each HEADERS frame among `frames`, in order, decoded with `dec` (the
+/// connection's decoder), with whether the block began with a dynamic table size update.
+fn header_lists(dec: &mut ferrohttpd::h2::hpack::Decoder, frames: &[RawFrame]) -> Vec<(Vec<(String, String)>, bool)> {
+    let mut lists = Vec::new();
+    for f in frames.iter().filter(|f| f.0 == 1) {
+        let mut fields = Vec::new();
+        dec.decode(&f.3, 1 << 20, |n, v, _| {
+            fields.push((String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()));
+            Ok::<(), ()>(())
+        })
+        .unwrap_or_else(|e| panic!("undecodable response block {:?}: {e:?}", f.3));
+        lists.push((fields, f.3.first().is_some_and(|b| b & 0xe0 == 0x20)));
+    }
+    lists
+}
+
+/// A head sent again is copied from the connection's last encoding of it (while the encoder's
+/// table is as it was): every copy decodes to the same fields, and a change of the table's
+/// size by the client (SETTINGS_HEADER_TABLE_SIZE) is not answered with a stale copy, which
+/// would refer to entries the client has evicted.
+#[test]
+fn repeated_heads_decode_the_same_across_a_table_size_change() {
+    let srv = Server::start("");
+    let mut s = open(&srv, b"");
+    let mut dec = ferrohttpd::h2::hpack::Decoder::new(4096);
+    let mut fetch = |s: &mut TcpStream, id: u32, path: &str| {
+        s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, id, &get_block(path, &[]))).unwrap();
+        let (frames, closed) = read_frames(s, |f| f.0 == DATA && f.2 == id && f.1 & END_STREAM != 0);
+        assert!(!closed, "{frames:?}");
+        let body: Vec<u8> = frames.iter().filter(|f| f.0 == DATA && f.2 == id).flat_map(|f| f.3.clone()).collect();
+        let mut lists = header_lists(&mut dec, &frames);
+        assert_eq!(lists.len(), 1, "{frames:?}");
+        (lists.remove(0), body)
+    };
+    let without_date = |l: &[(String, String)]| l.iter().filter(|(n, _)| n != "date").cloned().collect::<Vec<_>>();
+    let ((first, _), body) = fetch(&mut s, 1, "/file.txt");
+    assert_eq!(body, FILE_TXT);
+    assert_eq!(first[0], (":status".to_string(), "200".to_string()));
+    let mut id = 3;
+    for path in ["/file.txt", "/file.txt", "/file.txt", "/style.css", "/file.txt", "/file.txt"] {
+        let ((fields, _), body) = fetch(&mut s, id, path);
+        id += 2;
+        if path == "/file.txt" {
+            assert_eq!(body, FILE_TXT);
+            assert_eq!(without_date(&fields), without_date(&first));
+        }
+    }
+    // The client's decoder table goes to 0 bytes: the next block must start by saying so,
+    // and refer to no dynamic entry.
+    s.write_all(&frame(SETTINGS, 0, 0, &[0, 1, 0, 0, 0, 0])).unwrap();
+    let (frames, _) = read_frames(&mut s, |f| f.0 == SETTINGS && f.1 == 1);
+    assert!(frames.iter().any(|f| f.0 == SETTINGS && f.1 == 1), "{frames:?}");
+    for k in 0..3 {
+        let ((fields, update), body) = fetch(&mut s, id, "/file.txt");
+        id += 2;
+        assert_eq!(body, FILE_TXT);
+        assert_eq!(without_date(&fields), without_date(&first));
+        assert_eq!(update, k == 0, "a table size update begins the first block after the change only");
+    }
 }

@@ -338,6 +338,9 @@ pub struct Encoder {
     table: DynTable,
     /// A size change not yet signalled: the smallest size reached since the last block.
     pending_min: Option<usize>,
+    /// Counts the changes to what the next block's bytes depend on (an entry added, a size
+    /// set or signalled): see [`Encoder::state`].
+    changes: u64,
 }
 
 impl Default for Encoder {
@@ -349,7 +352,16 @@ impl Default for Encoder {
 impl Encoder {
     /// An encoder with the protocol's initial table size, 4096.
     pub fn new() -> Encoder {
-        Encoder { table: DynTable::new(ENCODER_TABLE_SIZE), pending_min: None }
+        Encoder { table: DynTable::new(ENCODER_TABLE_SIZE), pending_min: None, changes: 0 }
+    }
+
+    /// The state the encoding of a block depends on, as a token: encoding is a function of the
+    /// fields and this state, so when a block leaves the token as it was (every field was
+    /// indexed or a literal not indexed), the same fields encode to the same bytes again for as
+    /// long as the token stays the same. The peer's decoder then mirrors an unchanged table,
+    /// so those bytes also decode to the same fields.
+    pub fn state(&self) -> u64 {
+        self.changes
     }
 
     /// The dynamic table's current size in RFC 7541 §4.1 terms.
@@ -365,12 +377,14 @@ impl Encoder {
             return;
         }
         self.pending_min = Some(self.pending_min.map_or(size, |m| m.min(size)));
+        self.changes += 1;
         self.table.set_max(size);
     }
 
     /// Starts a block: the pending size updates (§4.2).
     fn begin(&mut self, out: &mut Vec<u8>) {
         if let Some(min) = self.pending_min.take() {
+            self.changes += 1;
             if min < self.table.max() {
                 write_integer(out, 0x20, 5, min);
             }
@@ -429,6 +443,7 @@ impl Encoder {
         literal(name, value, flags, prefix, huffman, out);
         if index {
             self.table.insert(name, value);
+            self.changes += 1;
         }
     }
 }

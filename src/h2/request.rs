@@ -27,15 +27,41 @@ pub struct Fields {
     spans: Vec<(u32, u32, u32)>,
     /// The sum of name + value + 32 over the fields (RFC 9113 §6.5.2's header list size).
     list_size: usize,
+    /// Where the first `:method`, `:scheme`, `:path` and `:authority` are among the
+    /// pseudo-header fields that lead the list (their `spans` index + 1; 0: absent), noted
+    /// as they are pushed so that no check or lookup searches for them.
+    pseudo: [u32; 4],
+    /// A regular field has been pushed: pseudo-header fields after it are not looked up.
+    regular: bool,
 }
+
+/// `NAME[b]`: `b` may appear in a field name as HTTP/2 sends it: a visible ASCII byte that
+/// is not uppercase (RFC 9113 §8.2.1; the separators are the HTTP/1.1 parser's concern, not
+/// a malformation here).
+static NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0x21;
+    while b < 0x7f {
+        t[b] = !(b as u8).is_ascii_uppercase();
+        b += 1;
+    }
+    t
+};
+
+/// A value holds none of NUL, CR and LF (RFC 9113 §8.2.1). Without early exits, so that
+/// the loop is vectorised: a value is tens of bytes, and almost always valid.
+fn clean_value(v: &[u8]) -> bool {
+    !v.iter().fold(false, |bad, &b| bad | (b == 0) | (b == b'\r') | (b == b'\n'))
+}
+
+const METHOD: usize = 0;
+const SCHEME: usize = 1;
+const PATH: usize = 2;
+const AUTHORITY: usize = 3;
 
 const fn reject(status: u16, why: &'static str) -> Reject {
     Reject { status, why }
 }
-
-/// Connection-specific fields, which HTTP/2 forbids (RFC 9113 §8.2.2).
-const CONNECTION_SPECIFIC: [&[u8]; 5] =
-    [b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"];
 
 /// A request that breaks a rule of RFC 9113 §8.2 or §8.3.1: a stream error of type
 /// PROTOCOL_ERROR.
@@ -44,7 +70,11 @@ pub struct Malformed;
 
 /// A field value as text, when it is visible ASCII only (what a method or target can be).
 fn text(v: &[u8]) -> Option<&str> {
-    std::str::from_utf8(v).ok().filter(|s| s.bytes().all(|b| b.is_ascii_graphic()))
+    if v.iter().all(u8::is_ascii_graphic) {
+        std::str::from_utf8(v).ok()
+    } else {
+        None
+    }
 }
 
 impl Fields {
@@ -52,6 +82,8 @@ impl Fields {
         self.buf.clear();
         self.spans.clear();
         self.list_size = 0;
+        self.pseudo = [0; 4];
+        self.regular = false;
     }
 
     /// Adds one decoded field.
@@ -60,6 +92,20 @@ impl Fields {
             // Room for a browser's request at once, not four reallocations per request.
             self.spans.reserve(16);
             self.buf.reserve(512);
+        }
+        if name.first() == Some(&b':') {
+            let slot = match name {
+                b":method" => METHOD,
+                b":scheme" => SCHEME,
+                b":path" => PATH,
+                b":authority" => AUTHORITY,
+                _ => 4,
+            };
+            if !self.regular && slot < 4 && self.pseudo[slot] == 0 {
+                self.pseudo[slot] = self.spans.len() as u32 + 1;
+            }
+        } else {
+            self.regular = true;
         }
         let start = self.buf.len() as u32;
         self.buf.extend_from_slice(name);
@@ -80,8 +126,12 @@ impl Fields {
         })
     }
 
-    fn pseudo(&self, name: &[u8]) -> Option<&[u8]> {
-        self.iter().take_while(|(n, _)| n.first() == Some(&b':')).find(|(n, _)| *n == name).map(|(_, v)| v)
+    /// The value of the first of the leading pseudo-header fields named by `slot`.
+    fn pseudo(&self, slot: usize) -> Option<&[u8]> {
+        let i = self.pseudo[slot].checked_sub(1)? as usize;
+        let (s, n, v) = self.spans[i];
+        let start = (s + n) as usize;
+        Some(&self.buf[start..start + v as usize])
     }
 
     /// Checks the rules of RFC 9113 §8.2 and §8.3.1 (see the module docs). `Ok`: the
@@ -96,10 +146,10 @@ impl Fields {
                 Some((b':', rest)) => (true, rest),
                 _ => (false, name),
             };
-            if bare.is_empty() || bare.iter().any(|&b| b <= 0x20 || b.is_ascii_uppercase() || b >= 0x7f) {
+            if bare.is_empty() || !bare.iter().all(|&b| NAME[usize::from(b)]) {
                 return Err(Malformed);
             }
-            if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+            if !clean_value(value)
                 || value.first().is_some_and(|b| matches!(b, b' ' | b'\t'))
                 || value.last().is_some_and(|b| matches!(b, b' ' | b'\t'))
             {
@@ -120,28 +170,34 @@ impl Fields {
                 continue;
             }
             regular = true;
-            if CONNECTION_SPECIFIC.contains(&name) || (name == b"te" && !value.eq_ignore_ascii_case(b"trailers")) {
-                return Err(Malformed);
-            }
-            if name == b"content-length" {
-                let n = parse_decimal(value).ok_or(Malformed)?;
-                if content_length.is_some_and(|c| c != n) {
+            match name {
+                // Connection-specific fields, which HTTP/2 forbids (RFC 9113 §8.2.2).
+                b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
                     return Err(Malformed);
                 }
-                content_length = Some(n);
-            } else if name == b"host" {
-                if host.is_some() {
-                    return Err(Malformed);
+                b"te" if !value.eq_ignore_ascii_case(b"trailers") => return Err(Malformed),
+                b"content-length" => {
+                    let n = parse_decimal(value).ok_or(Malformed)?;
+                    if content_length.is_some_and(|c| c != n) {
+                        return Err(Malformed);
+                    }
+                    content_length = Some(n);
                 }
-                host = Some(value);
+                b"host" => {
+                    if host.is_some() {
+                        return Err(Malformed);
+                    }
+                    host = Some(value);
+                }
+                _ => {}
             }
         }
-        let connect = self.pseudo(b":method") == Some(b"CONNECT");
+        let connect = self.pseudo(METHOD) == Some(b"CONNECT");
         let complete = if connect { seen == 1 | 8 } else { seen & 7 == 7 };
-        if !complete || self.pseudo(b":path") == Some(b"") {
+        if !complete || self.pseudo(PATH) == Some(b"") {
             return Err(Malformed);
         }
-        if let (Some(h), Some(a)) = (host, self.pseudo(b":authority")) {
+        if let (Some(h), Some(a)) = (host, self.pseudo(AUTHORITY)) {
             if !h.eq_ignore_ascii_case(a) {
                 return Err(Malformed);
             }
@@ -152,12 +208,12 @@ impl Fields {
     /// Builds the request from fields that [`Fields::validate`] accepted. `Err`: the 4xx
     /// (or 501) to answer on the stream.
     pub fn request(&self, limits: &Limits) -> Result<Request<'_>, Reject> {
-        let method_str = self.pseudo(b":method").and_then(text).ok_or(reject(400, "invalid :method"))?;
+        let method_str = self.pseudo(METHOD).and_then(text).ok_or(reject(400, "invalid :method"))?;
         let method = Method::from_token(method_str).ok_or(reject(501, "unknown method"))?;
-        let authority = self.pseudo(b":authority");
+        let authority = self.pseudo(AUTHORITY);
         let target = match method {
             Method::Connect => authority.and_then(text).ok_or(reject(400, "invalid :authority"))?,
-            _ => self.pseudo(b":path").and_then(text).ok_or(reject(400, "invalid :path"))?,
+            _ => self.pseudo(PATH).and_then(text).ok_or(reject(400, "invalid :path"))?,
         };
         if target.len() > limits.max_uri_bytes {
             return Err(reject(414, "request-target too long"));

@@ -804,9 +804,26 @@ impl Session {
                 Field::Encoded(bytes) => block.extend_from_slice(bytes),
             }
         }
-        frame::write_headers(&mut self.out, id, &block, end_stream, self.peer_max_frame);
-        self.progress += 1;
+        self.send_block(id, &block, end_stream);
         self.block_buf = block;
+    }
+
+    /// The header block the last [`Session::send_headers`] encoded.
+    pub fn last_block(&self) -> &[u8] {
+        &self.block_buf
+    }
+
+    /// The encoder's [`hpack::Encoder::state`]: a block encoded without changing it may be
+    /// sent again as it is ([`Session::send_block`]) while it stays the same.
+    pub fn encoder_state(&self) -> u64 {
+        self.enc.state()
+    }
+
+    /// Queues a response's HEADERS with a block encoded before, in the encoder's current
+    /// [`Session::encoder_state`], without changing it.
+    pub fn send_block(&mut self, id: u32, block: &[u8], end_stream: bool) {
+        frame::write_headers(&mut self.out, id, block, end_stream, self.peer_max_frame);
+        self.progress += 1;
         if end_stream {
             self.end_stream(id);
         }

@@ -551,6 +551,61 @@ proptest! {
         }
     }
 
+    /// The invariant `conn/h2.rs`'s head memo rests on: a block that leaves
+    /// [`Encoder::state`] as it was encodes to the same bytes again while the state stays the
+    /// same, and a decoder that took the first copy decodes the second to the same list.
+    /// Each step either sends a list or changes the peer's table size.
+    #[test]
+    fn an_unchanged_state_encodes_the_same_bytes(steps in proptest::collection::vec(
+        (proptest::option::of(0usize..6000), proptest::collection::vec(field_strategy(), 0..8)),
+        1..10,
+    )) {
+        let mut e = Encoder::new();
+        let mut d = Decoder::new(4096);
+        let encode = |e: &mut Encoder, list: &[(Vec<u8>, Vec<u8>)]| {
+            let mut out = Vec::new();
+            e.encode_status(200, &mut out);
+            for (n, v) in list {
+                e.encode(n, v, &mut out);
+            }
+            out
+        };
+        let decode = |d: &mut Decoder, block: &[u8]| {
+            let mut got = Vec::new();
+            d.decode(block, usize::MAX, |n, v, _| {
+                got.push((n.to_vec(), v.to_vec()));
+                Ok::<(), ()>(())
+            }).unwrap();
+            got
+        };
+        for (size, list) in steps {
+            if let Some(n) = size {
+                let before = e.state();
+                let old = e.table.max();
+                e.set_max_table_size(n.min(4096));
+                prop_assert!(e.state() != before || n.min(4096) == old);
+            }
+            // The first encoding usually indexes fields (the state changes); the second
+            // then refers to them, and changes nothing unless entries were evicted.
+            let mut unchanged = 0;
+            for _ in 0..3 {
+                let before = e.state();
+                let first = encode(&mut e, &list);
+                let got = decode(&mut d, &first);
+                if e.state() == before {
+                    unchanged += 1;
+                    let again = encode(&mut e, &list);
+                    prop_assert_eq!(&again, &first);
+                    prop_assert_eq!(e.state(), before);
+                    prop_assert_eq!(decode(&mut d, &again), got);
+                }
+            }
+            // Lists that fit the table settle within two encodings.
+            let fits = list.iter().map(|(n, v)| n.len() + v.len() + 32).sum::<usize>() <= e.table.max() / 4;
+            prop_assert!(unchanged >= 1 || !fits);
+        }
+    }
+
     /// Arbitrary bytes: no panic, and the table never exceeds its limit.
     #[test]
     fn arbitrary_blocks(limit in 0usize..5000, blocks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 1..4)) {
