@@ -535,3 +535,62 @@ fn repeated_heads_decode_the_same_across_a_table_size_change() {
         assert_eq!(update, k == 0, "a table size update begins the first block after the change only");
     }
 }
+
+/// Bytes the server process has read through file-like calls (`rchar` of /proc/PID/io):
+/// `pread` counts there, a `sendmsg` from a mapping does not.
+fn rchar(pid: u32) -> u64 {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).expect("read /proc/PID/io");
+    io.lines().find_map(|l| l.strip_prefix("rchar: ")).and_then(|v| v.trim().parse().ok()).expect("rchar")
+}
+
+/// A file above `[cache] max_file` (which HTTP/1.1 sends with sendfile) goes out over h2c
+/// from a mapping made for it, not read with `pread`; and when it is truncated while being
+/// sent, the connection closes: the client never gets bytes the file no longer has.
+#[test]
+fn fd_backed_files_go_out_over_h2c_from_a_mapping_and_a_truncation_closes() {
+    let mid = pseudo_random_bytes(1 << 20, 21);
+    let long = pseudo_random_bytes(4 << 20, 22);
+    let srv = Server::builder()
+        .setup(|_, root| {
+            fs::write(root.join("mid.bin"), pseudo_random_bytes(1 << 20, 21)).unwrap();
+            fs::write(root.join("long.bin"), pseudo_random_bytes(4 << 20, 22)).unwrap();
+        })
+        .start();
+    let mut s = open(&srv, b"\x00\x04\x7f\xff\xff\xff");
+    s.write_all(&frame(WINDOW_UPDATE, 0, 0, &(0x7fff_ffffu32 - 65_535).to_be_bytes())).unwrap();
+    let before = rchar(srv.pid());
+    let requests: Vec<u8> =
+        [1u32, 3, 5].iter().flat_map(|&id| frame(HEADERS, 5, id, &get_block("/mid.bin", &[]))).collect();
+    s.write_all(&requests).unwrap();
+    let got = responses(&mut s, 3, Duration::from_secs(30));
+    for id in [1, 3, 5] {
+        let (status, body, ended) = &got[&id];
+        assert!(*status == 200 && *ended && *body == mid, "stream {id}: {status}, {} bytes", body.len());
+    }
+    let read = rchar(srv.pid()) - before;
+    assert!(read < 256 * 1024, "3 MiB sent, {read} bytes read by the server: not from a mapping");
+
+    // The default window: 65,535 bytes go out, then the stream waits; the file is truncated
+    // meanwhile, then the window opens.
+    let mut s = open(&srv, b"");
+    s.write_all(&frame(HEADERS, 5, 1, &get_block("/long.bin", &[]))).unwrap();
+    let (frames, closed) = read_frames(&mut s, |f| f.0 == DATA && f.3.len() < 16_384);
+    assert!(!closed, "{} frames", frames.len());
+    let mut body: Vec<u8> = frames.iter().filter(|f| f.0 == DATA && f.2 == 1).flat_map(|f| f.3.clone()).collect();
+    assert_eq!(body.len(), 65_535);
+    fs::OpenOptions::new().write(true).open(srv.root().join("long.bin")).unwrap().set_len(0).unwrap();
+    let more = (8u32 << 20).to_be_bytes();
+    let mut updates = frame(WINDOW_UPDATE, 0, 0, &more);
+    updates.extend(frame(WINDOW_UPDATE, 0, 1, &more));
+    s.write_all(&updates).unwrap();
+    let (frames, closed) = read_frames_for(&mut s, Duration::from_secs(10), |f| f.0 == DATA && f.1 & END_STREAM != 0);
+    body.extend(frames.iter().filter(|f| f.0 == DATA && f.2 == 1).flat_map(|f| f.3.clone()));
+    let ended = frames.iter().any(|f| f.0 == DATA && f.1 & END_STREAM != 0);
+    assert!(!ended, "the stream ended as if complete, {} bytes", body.len());
+    assert!(closed || frames.iter().any(|f| f.0 == RST_STREAM || f.0 == GOAWAY), "neither closed nor reset");
+    assert!(
+        body.len() < long.len() && body[..] == long[..body.len()],
+        "{} bytes, not a prefix of the file",
+        body.len()
+    );
+}

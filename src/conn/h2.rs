@@ -28,12 +28,15 @@
 //!   takes the lot (HEADERS, 9-byte DATA headers, slices of the mappings: many responses,
 //!   nothing copied in user space, as HTTP/1.1 sends a head and its mapped body). Over TLS,
 //!   which must encrypt the bytes itself, mapped bytes are copied into the buffer
-//!   (`sys::copy_mapped`: a page a truncation took away gives EFAULT, not SIGBUS), all of them handed to rustls and flushed in one write. Ranges of fd-backed
-//!   files (above `[cache] max_file`) are read with `pread` straight into the buffer, on
-//!   both transports: `sendfile` after each 9-byte DATA header (with `MSG_MORE`, the socket
-//!   corked) was measured on the page-load workload at 0.61× the throughput and 1.44× the
-//!   server CPU per request of `pread` on loopback, for two system calls per 16 KiB frame
-//!   against one `pread` and a share of one `sendmsg` (BENCHMARKS.md, "HTTP/2"). A stream with no window waits
+//!   (`sys::copy_mapped`: a page a truncation took away gives EFAULT, not SIGBUS), all of them handed to rustls and flushed in one write. Files above `[cache]
+//!   max_file`, which HTTP/1.1 sends with `sendfile`, are fd-backed: on a plain connection
+//!   they are spliced too, from a mapping the entry makes on first use
+//!   ([`FileEntry::spliceable`], up to 16 MiB); otherwise, and over TLS, their ranges are
+//!   read with `pread` straight into the buffer. `sendfile` after each 9-byte DATA header
+//!   (with `MSG_MORE`, the socket corked) was measured on the page-load workload at 0.61×
+//!   the throughput and 1.44× the server CPU per request of `pread` on loopback, for two
+//!   system calls per 16 KiB frame against one `pread` and a share of one `sendmsg`
+//!   (BENCHMARKS.md, "HTTP/2"); the mapping saves the `pread`'s copy as well. A stream with no window waits
 //!   (costing nothing) until a WINDOW_UPDATE.
 //! * **Pauses.** A stream whose credentials are being verified keeps its fields and is
 //!   answered again when the connection resumes; the others go on meanwhile.
@@ -103,7 +106,7 @@ impl Splice {
     /// The payload (`None` only if the entry's body were not the one it was cut from). The
     /// bytes of a mapping only go to the kernel, as `sendmsg` buffers.
     fn bytes(&self) -> Option<&[u8]> {
-        self.entry.body.bytes()?.get(usize::try_from(self.start).ok()?..)?.get(..self.len)
+        self.entry.spliceable()?.get(usize::try_from(self.start).ok()?..)?.get(..self.len)
     }
 }
 
@@ -1038,7 +1041,17 @@ fn emit(
         }
         Body::File { entry, pos, .. } => {
             let cache::Body::Fd(file) = &entry.body else { return Err(()) };
-            match pread_append(file, out, b, *pos) {
+            // A plain connection sends from a mapping made for this (its size is the
+            // entry's, so the range is inside it); else, or without one, `pread`.
+            let read = match splices {
+                Some((splices, spliced)) if entry.spliceable().is_some() => {
+                    splices.push_back(Splice { at: out.len(), entry: entry.clone(), start: *pos, len: b });
+                    *spliced += b;
+                    Ok(())
+                }
+                _ => pread_append(file, out, b, *pos),
+            };
+            match read {
                 Ok(()) => {
                     *pos += b as u64;
                     Ok(())

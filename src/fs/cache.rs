@@ -27,6 +27,8 @@
 //! `sys::copy_mapped`, which survives a page gone from the file. See [`Body::Mapped`].
 
 use std::cell::Cell;
+#[cfg(feature = "http2")]
+use std::cell::OnceCell;
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::rc::Rc;
@@ -76,6 +78,12 @@ impl Body {
     }
 }
 
+/// The largest fd-backed body HTTP/2 maps to send from ([`FileEntry::spliceable`]): beyond
+/// it, a mapping would take address space (small 32-bit boxes) for little gain over
+/// `pread` per frame.
+#[cfg(feature = "http2")]
+pub const SPLICE_MAP_MAX: u64 = 16 * 1024 * 1024;
+
 /// A file ready to be served, or a rendered directory listing (`Body::Memory`: then the
 /// identity, times and mode are the directory's, `url_path` is its path and the validators
 /// are the listing's).
@@ -120,6 +128,11 @@ pub struct FileEntry {
     #[cfg(feature = "http2")]
     pub h2_validators_at: usize,
     pub body: Body,
+    /// A mapping of an fd-backed body ([`Body::Fd`], up to [`SPLICE_MAP_MAX`]), made the first
+    /// time HTTP/2 sends it on a plain connection ([`FileEntry::spliceable`]); `None` inside:
+    /// it could not be made, or not with the entry's size.
+    #[cfg(feature = "http2")]
+    spliceable: OnceCell<Option<Mmap>>,
     /// Until when this file is known to have no sibling variant (`conn::serve` looked for
     /// `x.jpg.avif` and `x.jpg.webp`, or for `x.br`, `x.zst` and `x.gz`, and found none, or only
     /// older ones): until then a request for it costs no sibling lookup, so a file without
@@ -226,8 +239,34 @@ impl FileEntry {
             mode: stat.mode,
             real_path,
             body,
+            #[cfg(feature = "http2")]
+            spliceable: OnceCell::new(),
             no_variants_until: Cell::new(None),
         }
+    }
+
+    /// The body's bytes in memory, for HTTP/2 on a plain connection to hand to `sendmsg` as
+    /// they lie: a mapping's or a rendering's; for an fd-backed body (above `max_file`, which
+    /// HTTP/1.1 sends with `sendfile`) a mapping made on first use and kept with the entry, up
+    /// to [`SPLICE_MAP_MAX`]. HTTP/2 cuts a body into frames with a 9-byte header before each,
+    /// so `sendfile` would take two system calls per 16 KiB frame, and `pread` copies each
+    /// byte once more in the kernel than a `sendmsg` from the mapping. The same rules as for
+    /// [`Body::Mapped`] apply to these bytes: only the kernel reads them.
+    #[cfg(feature = "http2")]
+    pub fn spliceable(&self) -> Option<&[u8]> {
+        let Body::Fd(file) = &self.body else { return self.body.bytes() };
+        if self.size > SPLICE_MAP_MAX {
+            return None;
+        }
+        self.spliceable
+            .get_or_init(|| {
+                // SAFETY: as for `Body::Mapped`: this process never reads the bytes itself.
+                let map = unsafe { Mmap::map(file) }.ok()?;
+                // Shorter or longer than the entry says: the file changed, and the entry is
+                // revalidated soon; until then the bytes go by `pread`, which sees the change.
+                (map.len() as u64 == self.size).then_some(map)
+            })
+            .as_deref()
     }
 
     /// `Content-Type: <content_type>` and its CRLF.
