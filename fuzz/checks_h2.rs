@@ -654,7 +654,9 @@ impl Client {
                 if code != 0 {
                     self.failed = Some(last_stream);
                 } else if last_stream == MAX_WINDOW {
-                    if self.announced {
+                    // The second GOAWAY names the last stream the session took: 2^31−1 itself
+                    // once the client has opened that one (found by this target).
+                    if self.announced && self.top_stream != MAX_WINDOW {
                         return Err(ctx("a second GOAWAY announcing a graceful end".into()));
                     }
                     self.announced = true;
