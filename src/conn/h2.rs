@@ -89,10 +89,11 @@ const CHUNK: usize = 16 * 1024;
 /// GOAWAY (one round trip, RFC 9113 §6.8) before it sends the second.
 const GOAWAY_ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long an HTTP/2 connection has been idle (no stream open, nothing to write) before
-/// it gives up its buffers. A client's next requests follow the last response within
-/// microseconds (a load generator) to milliseconds (a browser's next burst): shedding at
-/// every such gap made each request allocate its field list, event list and output anew,
-/// about 1,000 instructions per request on h2c.
+/// it gives up its small buffers (spare field lists, the event list, the head memo; the read
+/// and output buffers go back to their pools at once). A client's next requests follow the
+/// last response within microseconds (a load generator) to milliseconds (a browser's next
+/// burst): shedding at every such gap made each request allocate its field list and event
+/// list anew, about 1,000 instructions per request on h2c.
 const SHED_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 /// The most slices one `sendmsg` is given (far below the kernel's `IOV_MAX` of 1024):
 /// [`OUT_HIGH`] of 4 KiB responses is about 40.
@@ -520,24 +521,29 @@ impl Conn {
         if busy {
             h.idle_since = None;
             h.shed = false;
-        } else if !h.shed {
-            // The buffers go once the connection has stayed idle for SHED_AFTER.
+        } else {
+            // The large buffers go back to the pools at once (taking them again is a move):
+            // a burst of connections that each go idle shares a few of them.
+            if h.session.out.capacity() != 0 {
+                cx.put_h2_out(std::mem::take(&mut h.session.out));
+                h.out_pos = 0;
+            }
+            if self.rstart == self.rend {
+                if let Some(b) = self.rbuf.take() {
+                    cx.put_h2_rbuf(b);
+                }
+                self.rstart = 0;
+                self.rend = 0;
+            }
+            // The small ones, which would be allocated again, once the connection has stayed
+            // idle for SHED_AFTER.
             let at = *h.idle_since.get_or_insert(now) + SHED_AFTER;
-            if now >= at {
+            if !h.shed && now >= at {
                 h.shed = true;
                 h.session.shed();
                 h.events = Vec::new();
                 h.memo = HeadMemo::default();
-                cx.put_h2_out(std::mem::take(&mut h.session.out));
-                h.out_pos = 0;
-                if self.rstart == self.rend {
-                    if let Some(b) = self.rbuf.take() {
-                        cx.put_h2_rbuf(b);
-                    }
-                    self.rstart = 0;
-                    self.rend = 0;
-                }
-            } else if h.shed_wake.is_none() && h.jobs.is_empty() {
+            } else if !h.shed && h.shed_wake.is_none() && h.jobs.is_empty() {
                 // (With a job to hand over, the connection is woken when it is done.)
                 h.shed_wake = Some(at);
                 sleep = earliest(sleep, Some(at));
