@@ -558,13 +558,6 @@ fn auto_defer_accept_turns_on_under_load_without_a_notice_and_off_when_it_is_gon
     assert!(!log.contains("notice: "), "a notice for load, not for silent connections:\n{log}");
 }
 
-/// Bytes the server process has written through file-like calls (`wchar` of /proc/PID/io):
-/// `sendfile` counts there, a `sendmsg` to a socket does not.
-fn wchar(pid: u32) -> u64 {
-    let io = fs::read_to_string(format!("/proc/{pid}/io")).expect("read /proc/PID/io");
-    io.lines().find_map(|l| l.strip_prefix("wchar: ")).and_then(|v| v.trim().parse().ok()).expect("wchar")
-}
-
 #[test]
 fn large_bodies_to_a_loopback_peer_are_copied_and_smaller_ones_go_by_sendfile() {
     // loopback_copy (the default): from 2 MiB on, a body to 127.0.0.1 takes the staged copy
@@ -583,11 +576,11 @@ fn large_bodies_to_a_loopback_peer_are_copied_and_smaller_ones_go_by_sendfile() 
             .start();
         for (path, body, copied) in [("/big.bin", &big, copies_big), ("/small.bin", &small, false)] {
             srv.get(path); // the cache entry, the access log's first write
-            let before = wchar(srv.pid());
+            let before = srv.io("wchar");
             let (r, _) = timed_get(srv.addr(), path).unwrap();
             assert_eq!(r.status, 200, "{extra:?} {path}: {r:?}");
             assert!(r.body == *body, "{extra:?} {path}: {} bytes, not the file's", r.body.len());
-            let written = wchar(srv.pid()) - before;
+            let written = srv.io("wchar") - before;
             if copied {
                 assert!(
                     written < body.len() as u64 / 4,

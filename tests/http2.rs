@@ -536,13 +536,6 @@ fn repeated_heads_decode_the_same_across_a_table_size_change() {
     }
 }
 
-/// Bytes the server process has read through file-like calls (`rchar` of /proc/PID/io):
-/// `pread` counts there, a `sendmsg` from a mapping does not.
-fn rchar(pid: u32) -> u64 {
-    let io = fs::read_to_string(format!("/proc/{pid}/io")).expect("read /proc/PID/io");
-    io.lines().find_map(|l| l.strip_prefix("rchar: ")).and_then(|v| v.trim().parse().ok()).expect("rchar")
-}
-
 /// A file above `[cache] max_file` (which HTTP/1.1 sends with sendfile) goes out over h2c
 /// from a mapping made for it, not read with `pread`; and when it is truncated while being
 /// sent, the connection closes: the client never gets bytes the file no longer has.
@@ -558,7 +551,7 @@ fn fd_backed_files_go_out_over_h2c_from_a_mapping_and_a_truncation_closes() {
         .start();
     let mut s = open(&srv, b"\x00\x04\x7f\xff\xff\xff");
     s.write_all(&frame(WINDOW_UPDATE, 0, 0, &(0x7fff_ffffu32 - 65_535).to_be_bytes())).unwrap();
-    let before = rchar(srv.pid());
+    let before = srv.io("rchar");
     let requests: Vec<u8> =
         [1u32, 3, 5].iter().flat_map(|&id| frame(HEADERS, 5, id, &get_block("/mid.bin", &[]))).collect();
     s.write_all(&requests).unwrap();
@@ -567,7 +560,7 @@ fn fd_backed_files_go_out_over_h2c_from_a_mapping_and_a_truncation_closes() {
         let (status, body, ended) = &got[&id];
         assert!(*status == 200 && *ended && *body == mid, "stream {id}: {status}, {} bytes", body.len());
     }
-    let read = rchar(srv.pid()) - before;
+    let read = srv.io("rchar") - before;
     assert!(read < 256 * 1024, "3 MiB sent, {read} bytes read by the server: not from a mapping");
 
     // The default window: 65,535 bytes go out, then the stream waits; the file is truncated

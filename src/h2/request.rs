@@ -27,10 +27,10 @@ pub struct Fields {
     spans: Vec<(u32, u32, u32)>,
     /// The sum of name + value + 32 over the fields (RFC 9113 §6.5.2's header list size).
     list_size: usize,
-    /// Where the first `:method`, `:scheme`, `:path` and `:authority` are among the
-    /// pseudo-header fields that lead the list (their `spans` index + 1; 0: absent), noted
-    /// as they are pushed so that no check or lookup searches for them.
-    pseudo: [u32; 4],
+    /// Where the first `:method`, `:path` and `:authority` are among the pseudo-header fields
+    /// that lead the list (their `spans` index + 1; 0: absent), noted as they are pushed so
+    /// that no check or lookup searches for them. (`:scheme` is checked, never looked up.)
+    pseudo: [u32; 3],
     /// A regular field has been pushed: pseudo-header fields after it are not looked up.
     regular: bool,
 }
@@ -68,9 +68,8 @@ fn clean_value(v: &[u8]) -> bool {
 }
 
 const METHOD: usize = 0;
-const SCHEME: usize = 1;
-const PATH: usize = 2;
-const AUTHORITY: usize = 3;
+const PATH: usize = 1;
+const AUTHORITY: usize = 2;
 
 const fn reject(status: u16, why: &'static str) -> Reject {
     Reject { status, why }
@@ -95,7 +94,7 @@ impl Fields {
         self.buf.clear();
         self.spans.clear();
         self.list_size = 0;
-        self.pseudo = [0; 4];
+        self.pseudo = [0; 3];
         self.regular = false;
     }
 
@@ -108,13 +107,12 @@ impl Fields {
         }
         if name.first() == Some(&b':') {
             let slot = match name {
-                b":method" => METHOD,
-                b":scheme" => SCHEME,
-                b":path" => PATH,
-                b":authority" => AUTHORITY,
-                _ => 4,
+                b":method" => Some(METHOD),
+                b":path" => Some(PATH),
+                b":authority" => Some(AUTHORITY),
+                _ => None,
             };
-            if !self.regular && slot < 4 && self.pseudo[slot] == 0 {
+            if let Some(slot) = slot.filter(|&s| !self.regular && self.pseudo[s] == 0) {
                 self.pseudo[slot] = self.spans.len() as u32 + 1;
             }
         } else {

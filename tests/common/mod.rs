@@ -609,6 +609,17 @@ impl Server {
             .unwrap_or_else(|| panic!("no {field} in /proc/PID/status"))
     }
 
+    /// A counter of /proc/PID/io: `rchar` (bytes read through file-like calls: `pread`
+    /// counts, a `sendmsg` from a mapping does not) or `wchar` (written: `sendfile` counts, a
+    /// `sendmsg` to a socket does not).
+    pub fn io(&self, field: &str) -> u64 {
+        let io = fs::read_to_string(format!("/proc/{}/io", self.pid())).expect("read /proc/PID/io");
+        io.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(": "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/PID/io"))
+    }
+
     /// Number of open file descriptors of the server.
     pub fn fd_count(&self) -> usize {
         fs::read_dir(format!("/proc/{}/fd", self.pid())).map(|d| d.count()).unwrap_or(0)
