@@ -744,7 +744,7 @@ impl Server {
                     self.dispatch(key);
                 }
             }
-            if now.saturating_duration_since(self.last_throttle_update) >= THROTTLE_TIME {
+            if now >= self.last_throttle_update + THROTTLE_TIME {
                 self.cx.throttles.update(now.saturating_duration_since(self.last_throttle_update));
                 self.last_throttle_update = now;
             }

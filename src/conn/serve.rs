@@ -293,12 +293,13 @@ impl Exchange {
         site: &Site,
         check_auth: bool,
     ) -> Result<(), Refusal> {
-        let name = url_path.rsplit('/').next().unwrap_or("");
+        // The last segment is `.htpasswd` (a byte test: this runs on every request).
+        let named = url_path.strip_suffix(auth::HTPASSWD).is_some_and(|dir| dir.is_empty() || dir.ends_with('/'));
         let real_name = match real {
             RealPath::Other(p) => p.file_name().and_then(|n| n.to_str()),
             _ => None,
         };
-        if name == auth::HTPASSWD || real_name == Some(auth::HTPASSWD) {
+        if named || real_name == Some(auth::HTPASSWD) {
             return Err(Refusal::Forbidden);
         }
         if cx.cfg.thttpd.enabled && (mode & 0o004 == 0 || (mode & 0o001 != 0 && mode & 0o040_000 == 0)) {

@@ -402,6 +402,12 @@ pub struct CacheStats {
     pub misses: u64,
 }
 
+/// A value checked at `checked` is still fresh at `now` for a time to live of `ttl` (an
+/// addition and a comparison: cheaper than the subtraction, and this runs on every hit).
+fn fresh_at(checked: Instant, ttl: Duration, now: Instant) -> bool {
+    checked.checked_add(ttl).is_none_or(|due| now < due)
+}
+
 pub struct FileCache {
     cfg: CacheConfig,
     /// Bounded by `cfg.max_entries` and by mapped bytes, `cfg.max_bytes`.
@@ -477,7 +483,7 @@ impl FileCache {
                 Lookup::File(_) | Lookup::Directory(_) => self.cfg.revalidate,
                 Lookup::Redirect | Lookup::Status(_) => self.cfg.negative,
             };
-            if now.saturating_duration_since(slot.checked) < ttl {
+            if fresh_at(slot.checked, ttl, now) {
                 self.stats.hits += 1;
                 let v = value.clone();
                 self.slots.touch(i);
@@ -579,7 +585,7 @@ impl FileCache {
         if let Some(i) = self.slots.find(key) {
             let slot = self.slots.get(i);
             if let Value::Listing { entry, .. } = &slot.value {
-                if now.saturating_duration_since(slot.checked) < self.cfg.revalidate {
+                if fresh_at(slot.checked, self.cfg.revalidate, now) {
                     self.stats.hits += 1;
                     let e = entry.clone();
                     self.slots.touch(i);

@@ -141,6 +141,7 @@ fn decode_and_normalize(raw: &[u8], buf: &mut Vec<u8>) -> Result<(), ResolveErro
         return Err(ResolveError::BadRequest);
     }
     buf.reserve(raw.len());
+    let mut any = 0u8;
     let mut i = 0;
     while let Some(&c) = raw.get(i) {
         let byte = if c == b'%' {
@@ -160,9 +161,11 @@ fn decode_and_normalize(raw: &[u8], buf: &mut Vec<u8>) -> Result<(), ResolveErro
         if byte < 0x20 || byte == 0x7f || byte == b'\\' {
             return Err(ResolveError::BadRequest);
         }
+        any |= byte;
         buf.push(byte);
     }
-    if std::str::from_utf8(buf).is_err() {
+    // ASCII is UTF-8; only a path with a byte above 0x7f needs the check.
+    if any >= 0x80 && std::str::from_utf8(buf).is_err() {
         return Err(ResolveError::BadRequest);
     }
     remove_dot_segments(buf)

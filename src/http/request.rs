@@ -486,9 +486,27 @@ pub fn valid_host(v: &[u8]) -> bool {
             None => (v, None),
         }
     };
-    let reg_name_ok = host.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b));
+    let reg_name_ok = host.iter().all(|&b| REG_NAME[usize::from(b)]);
     reg_name_ok && port.is_none_or(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit))
 }
+
+/// `REG_NAME[b]`: `b` may appear in a reg-name or IPv4 address (RFC 3986 §3.2.2: unreserved,
+/// sub-delims and the `%` of a pct-encoding). A table: `Host` is checked on every request.
+static REG_NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let others = b"-._~!$&'()*+,;=%";
+    let mut i = 0;
+    while i < others.len() {
+        t[others[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 /// A non-empty run of ASCII digits as a u64, None on anything else or on overflow.
 pub(crate) fn parse_decimal(s: &[u8]) -> Option<u64> {
@@ -849,6 +867,14 @@ fn hex(b: u8) -> Option<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reg_name_table_is_the_rfc_3986_set() {
+        for b in 0..=255u8 {
+            let rule = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b);
+            assert_eq!(REG_NAME[usize::from(b)], rule, "byte {b:#04x}");
+        }
+    }
 
     const LIMITS: Limits = Limits { max_header_bytes: 4096, max_uri_bytes: 1024, max_headers: 20 };
 
