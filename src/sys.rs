@@ -1,10 +1,41 @@
 //! Thin, safe wrappers over the few system calls that std and mio do not offer:
-//! vectored sends with flags, `sendfile`, `shutdown`, the send queue's length, the
+//! vectored sends with flags, `sendfile`, `pread` into spare capacity, `shutdown`, the send queue's length, the
 //! descriptor limit and signalfd; and giving back memory that start-up touched once.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One `pread` of up to `n` bytes of `file` at `offset`, appended to `out` straight into its
+/// spare capacity; the number read, 0 at the end of the file. `EINTR` is retried. Not zeroed
+/// first: a staged copy fills 64 KiB per call, and on the page-load workload (images above
+/// `max_file` sent over HTTP/2 in 16 KiB frames) zeroing the room before each read was 80 %
+/// of the user-space instructions.
+pub fn pread_append(file: &std::fs::File, out: &mut Vec<u8>, n: usize, offset: u64) -> io::Result<usize> {
+    let at = libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    out.reserve(n);
+    loop {
+        let spare = out.spare_capacity_mut();
+        // SAFETY: `spare` is the vector's allocated and unused capacity, at least `n` bytes
+        // (reserved above; only what `pread` wrote is added to the length below), and `pread`
+        // writes at most `n` bytes through the pointer, nothing else.
+        let r = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), n, at) };
+        match usize::try_from(r) {
+            Ok(r) => {
+                // SAFETY: `pread` initialised the first `r` bytes of the spare capacity, and
+                // `r <= n` fits in it.
+                unsafe { out.set_len(out.len() + r) };
+                return Ok(r);
+            }
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
 
 /// Sends up to two buffers with one `sendmsg`. `more` sets `MSG_MORE` (more data follows:
 /// let the kernel hold a partial segment). `MSG_NOSIGNAL` turns a reset into `EPIPE`.

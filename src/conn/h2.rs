@@ -1068,7 +1068,7 @@ fn emit(
                     *spliced += b;
                     Ok(())
                 }
-                _ => pread_append(file, out, b, *pos),
+                _ => pread_exact_append(file, out, b, *pos),
             };
             match read {
                 Ok(()) => {
@@ -1098,35 +1098,15 @@ fn emit(
     }
 }
 
-/// Appends `n` bytes of `file` from `offset` to `out`, read with `pread` straight into its
-/// spare capacity. Not zeroed first: on the page-load workload (images above `max_file`,
-/// sent in 16 KiB frames) zeroing the room before each read was 80 % of the user-space
-/// instructions. `UnexpectedEof`: the file ended first; `out` may then hold part of it.
-fn pread_append(file: &std::fs::File, out: &mut Vec<u8>, n: usize, offset: u64) -> io::Result<()> {
-    out.reserve(n);
+/// Appends `n` bytes of `file` from `offset` to `out` ([`sys::pread_append`] until all are
+/// read). `UnexpectedEof`: the file ended first; `out` may then hold part of it.
+fn pread_exact_append(file: &std::fs::File, out: &mut Vec<u8>, n: usize, offset: u64) -> io::Result<()> {
     let mut done = 0;
     while done < n {
-        let at = libc::off_t::try_from(offset + done as u64).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let spare = out.spare_capacity_mut();
-        // SAFETY: `spare` is the vector's allocated and unused capacity, at least `n - done`
-        // bytes (reserved above; only what `pread` wrote is added to the length below), and
-        // `pread` writes at most `n - done` bytes through the pointer, nothing else.
-        let r = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), n - done, at) };
-        let r = match usize::try_from(r) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(r) => r,
-            Err(_) => {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-        };
-        // SAFETY: `pread` initialised the first `r` bytes of the spare capacity, and
-        // `r <= n - done` fits in it.
-        unsafe { out.set_len(out.len() + r) };
-        done += r;
+        match sys::pread_append(file, out, n - done, offset + done as u64)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            r => done += r,
+        }
     }
     Ok(())
 }

@@ -38,7 +38,6 @@
 use std::io::{self, Read};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
@@ -801,17 +800,14 @@ impl Conn {
                     } else if let Some(st) = stage {
                         if st.pos == st.buf.len() {
                             // Refill the staging buffer from the file.
+                            // One read: a short one (the file shrank) is sent, and the next,
+                            // empty, closes the connection as truncated.
                             let want = (*end - *pos).min(COPY_CHUNK as u64) as usize;
                             st.buf.clear();
-                            st.buf.resize(want, 0);
                             st.pos = 0;
-                            match file.read_at(&mut st.buf, *pos) {
+                            match sys::pread_append(file, &mut st.buf, want, *pos) {
                                 Ok(0) => return self.truncated(cx),
-                                Ok(n) => {
-                                    st.buf.truncate(n);
-                                    *pos += n as u64;
-                                }
-                                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                                Ok(n) => *pos += n as u64,
                                 Err(e) => {
                                     cx.error(format_args!("read error while sending a file: {e}"));
                                     return WriteResult::Closed;
