@@ -1,6 +1,7 @@
 //! Thin, safe wrappers over the few system calls that std and mio do not offer:
-//! vectored sends with flags, `sendfile`, `pread` into spare capacity, `shutdown`, the send queue's length, the
-//! descriptor limit and signalfd; and giving back memory that start-up touched once.
+//! vectored sends with flags, `sendfile`, `pread` into spare capacity, `shutdown`, the send
+//! queue's length, the descriptor limit and signalfd; and giving back memory that start-up
+//! touched once.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -799,9 +799,9 @@ impl Conn {
                         (sys::send2(fd, head, &[], false), false)
                     } else if let Some(st) = stage {
                         if st.pos == st.buf.len() {
-                            // Refill the staging buffer from the file.
-                            // One read: a short one (the file shrank) is sent, and the next,
-                            // empty, closes the connection as truncated.
+                            // Refill the staging buffer from the file, in one read: a short
+                            // one (the file shrank) is sent, the next, empty, closes the
+                            // connection as truncated.
                             let want = (*end - *pos).min(COPY_CHUNK as u64) as usize;
                             st.buf.clear();
                             st.pos = 0;
