@@ -61,9 +61,10 @@ const POOL_BODY_MAX: usize = 256 * 1024;
 /// client reuses in that time. As many open empty connections are indexed by address.
 const GHOST_MEMORY: Duration = Duration::from_secs(60);
 const GHOSTS_MAX: usize = 65_536;
-/// `defer_accept = "auto"`: this many silent connections seen by one sweep (ended with
-/// nothing received since the last one, or open and waiting for their first byte for
-/// `SILENT_AFTER`) turn deferred accept on. A client that opens a spare connection it may
+/// `defer_accept = "auto"`: this many silent connections seen by one sweep (open and
+/// waiting for their first byte for `SILENT_AFTER`, or, since the last sweep, closed at
+/// their header timeout or ended by the client after that long without one) turn deferred
+/// accept on. A client that opens a spare connection it may
 /// not use (a browser's preconnect, a TCP health check) stays far below it.
 const SILENT_THRESHOLD: usize = 16;
 /// Without deferral the request follows its handshake within microseconds; an open
@@ -1028,7 +1029,12 @@ impl Server {
                     self.ghosts.insert(a, self.cx.clock.now);
                 }
             }
-            if ended_empty || conn.received_nothing(false) {
+            // Silent: closed by the server while still empty (its header timeout), or ended
+            // by the client after holding a descriptor for nothing for `SILENT_AFTER`. One
+            // that connects and closes at once (wrk stopping, with its next connections just
+            // opened) cost an accept, not a descriptor, and is no flood.
+            let now = self.cx.clock.now;
+            if conn.received_nothing(false) || conn.silent_for(now, true).is_some_and(|t| t >= SILENT_AFTER) {
                 self.deferral.ended_silent += 1;
             }
             conn.release(&mut self.cx);
@@ -1044,7 +1050,7 @@ impl Server {
         let mut states = ConnStates::default();
         let mut silent = std::mem::take(&mut self.deferral.ended_silent);
         for (_, c) in self.conns.iter() {
-            silent += usize::from(c.silent_for(now).is_some_and(|t| t >= SILENT_AFTER));
+            silent += usize::from(c.silent_for(now, false).is_some_and(|t| t >= SILENT_AFTER));
             match c.state() {
                 ConnState::Idle => states.idle += 1,
                 ConnState::Reading => states.reading += 1,

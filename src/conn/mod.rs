@@ -332,12 +332,13 @@ impl Conn {
         empty
     }
 
-    /// How long a connection that has received nothing has been waiting for its first byte
-    /// (`None` once anything arrived): the server's measure of silent connections, for
+    /// How long a connection that has received nothing (with `eof`, ended by the client
+    /// before its first byte; see [`Conn::received_nothing`]) has been open, `None` once
+    /// anything arrived: the server's measure of silent connections, for
     /// `defer_accept = "auto"`.
-    pub fn silent_for(&self, now: Instant) -> Option<Duration> {
+    pub fn silent_for(&self, now: Instant, eof: bool) -> Option<Duration> {
         // Nothing has been sent on it either, so `send_started` is still the accept time.
-        self.received_nothing(false).then(|| now.saturating_duration_since(self.ex.send_started))
+        self.received_nothing(eof).then(|| now.saturating_duration_since(self.ex.send_started))
     }
 
     /// True while nothing of a request has arrived: safe to close on shutdown.
