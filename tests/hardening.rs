@@ -523,10 +523,10 @@ fn auto_defer_accept_turns_on_for_a_flood_of_silent_connections_and_off_after_a_
 #[test]
 fn auto_defer_accept_stays_off_for_connections_closed_at_once() {
     // A load generator that stops closes the connections it had just opened, before their
-    // request (wrk -c250 with `Connection: close`, or at the end of a keep-alive burst).
+    // request (wrk with hundreds of connections reconnects after each one's last response).
     // Each cost an accept, not a descriptor held for nothing: not a flood. Counted as
-    // silent, they turned deferral on for a minute after every such run, and cost the next
-    // single client its overlap (the size sweep after the burst: 0.78x nginx at 4 KiB).
+    // silent, they turned deferral on for a minute after such runs, which cost the next
+    // single client its overlap (the size sweep right after the 500-client burst).
     const N: usize = 40; // above the silent threshold, below the load rule's 64 a second
     let srv = Server::start("[status]\nenabled = true\npath = \"/.status\"");
     let addr = srv.addr();
