@@ -64,8 +64,8 @@ const GHOSTS_MAX: usize = 65_536;
 /// `defer_accept = "auto"`: this many silent connections seen by one sweep (open and
 /// waiting for their first byte for `SILENT_AFTER`, or, since the last sweep, closed at
 /// their header timeout or ended by the client after that long without one) turn deferred
-/// accept on. A client that opens a spare connection it may
-/// not use (a browser's preconnect, a TCP health check) stays far below it.
+/// accept on. A client that opens a spare connection it may not use (a browser's
+/// preconnect, a TCP health check) stays far below it.
 const SILENT_THRESHOLD: usize = 16;
 /// Without deferral the request follows its handshake within microseconds; an open
 /// connection silent for this long counts.
