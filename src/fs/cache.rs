@@ -404,6 +404,7 @@ pub struct CacheStats {
 
 /// A value checked at `checked` is still fresh at `now` for a time to live of `ttl` (an
 /// addition and a comparison: cheaper than the subtraction, and this runs on every hit).
+/// `now` is never before `checked`: both come from the event loop's monotonic clock.
 fn fresh_at(checked: Instant, ttl: Duration, now: Instant) -> bool {
     checked.checked_add(ttl).is_none_or(|due| now < due)
 }
@@ -601,8 +602,7 @@ impl FileCache {
         let dkey = &key[..tag_start];
         let known = match self.slots.find(dkey).map(|i| &self.slots.get(i).value) {
             Some(Value::Directory(st))
-                if st.stamp == stamp
-                    && now.saturating_duration_since(st.read_at) < st.fresh_for(self.cfg.revalidate) =>
+                if st.stamp == stamp && fresh_at(st.read_at, st.fresh_for(self.cfg.revalidate), now) =>
             {
                 Some(st.version)
             }
