@@ -445,27 +445,41 @@ fn silent_clients(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
         .collect()
 }
 
+/// A server with `defer_accept = "auto"` and `config`, served a first client and not yet
+/// deferring; and its descriptor count then.
+fn auto_deferring_server(config: &str) -> (Server, usize) {
+    let srv = Server::start(config);
+    fresh_client_served(srv.addr(), Duration::from_secs(2), "at start");
+    assert_eq!(deferral(&srv), ("off".to_string(), 0), "at start");
+    let fds = srv.fd_count();
+    (srv, fds)
+}
+
+/// `n` silent connections, once the server (not deferring) holds a descriptor for each,
+/// within `limit`; `before` is its descriptor count without them.
+fn silent_clients_held(srv: &Server, before: usize, n: usize, limit: Duration) -> Vec<TcpStream> {
+    let conns = silent_clients(srv.addr(), n);
+    assert!(
+        wait_until(limit, || srv.fd_count() >= before + n),
+        "not deferring: the server should hold the {n} silent connections; fds {before} before, {} now",
+        srv.fd_count()
+    );
+    conns
+}
+
 #[test]
 fn auto_defer_accept_turns_on_for_a_flood_of_silent_connections_and_off_after_a_quiet_period() {
     // defer_accept = "auto" (the default): accepts are not deferred (one client at a time
     // then gets the server's wake-up overlapped with its write), until silent connections
     // come; then they cost no descriptor; after 6 header timeouts without them, off again.
     const N: usize = 40;
-    let srv = Server::start("[http]\nheader_timeout = \"1s\"\n[status]\nenabled = true\npath = \"/.status\"");
+    let (srv, before) =
+        auto_deferring_server("[http]\nheader_timeout = \"1s\"\n[status]\nenabled = true\npath = \"/.status\"");
     let addr = srv.addr();
-    fresh_client_served(addr, Duration::from_secs(2), "at start");
-    assert_eq!(deferral(&srv), ("off".to_string(), 0), "at start");
-    let before = srv.fd_count();
 
     // Without deferral the server holds them: a descriptor each, until the first sweep
     // sees them silent for a second and turns deferral on.
-    let flood = silent_clients(addr, N);
-    assert!(
-        wait_until(Duration::from_secs(3), || srv.fd_count() >= before + N),
-        "not deferring: the server should hold the {N} silent connections; fds {} before, {} now",
-        before,
-        srv.fd_count()
-    );
+    let flood = silent_clients_held(&srv, before, N, Duration::from_secs(3));
     assert!(
         wait_until(Duration::from_secs(5), || deferral(&srv) == ("on".to_string(), 1)),
         "deferral not switched on by {N} silent connections: {:?}",
@@ -528,18 +542,8 @@ fn auto_defer_accept_stays_off_for_connections_closed_at_once() {
     // silent, they turned deferral on for a minute after such runs, which cost the next
     // single client its overlap (the size sweep right after the 500-client burst).
     const N: usize = 40; // above the silent threshold, below the load rule's 64 a second
-    let srv = Server::start("[status]\nenabled = true\npath = \"/.status\"");
-    let addr = srv.addr();
-    fresh_client_served(addr, Duration::from_secs(2), "at start");
-    assert_eq!(deferral(&srv), ("off".to_string(), 0), "at start");
-    let before = srv.fd_count();
-    let opened = silent_clients(addr, N);
-    assert!(
-        wait_until(Duration::from_secs(2), || srv.fd_count() >= before + N),
-        "not deferring: the server should have accepted the {N} connections; fds {} before, {} now",
-        before,
-        srv.fd_count()
-    );
+    let (srv, before) = auto_deferring_server("[status]\nenabled = true\npath = \"/.status\"");
+    let opened = silent_clients_held(&srv, before, N, Duration::from_secs(2));
     drop(opened);
     assert!(
         wait_until(Duration::from_secs(2), || srv.fd_count() <= before),
