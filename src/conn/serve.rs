@@ -93,7 +93,7 @@ impl Exchange {
             return self.error_response(cx, 400, req, None);
         }
         let mut path = std::mem::take(&mut cx.path);
-        let status = match resolve::normalize(req.path.as_bytes(), &mut path) {
+        let status = match resolve::normalize_str(req.path, &mut path) {
             Ok(()) => self.serve_path(cx, req, &mut path),
             Err(e) => self.error_response(cx, e.status(), req, None),
         };

@@ -74,8 +74,8 @@ impl Conn {
     /// plain connection (`[tls] redirect_http`; the health endpoint is still answered), or
     /// 421 for a misdirected request.
     pub(super) fn early(&self, cx: &Ctx, req: &Request<'_>) -> Early {
-        let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
-        if cx.cfg.tls.redirect_http && !is_health && self.is_plain() && req.path.starts_with('/') {
+        let is_health = || cx.cfg.health_path.as_deref() == Some(req.path);
+        if cx.cfg.tls.redirect_http && self.is_plain() && req.path.starts_with('/') && !is_health() {
             Early::RedirectHttps
         } else if self.misdirected(cx, req) {
             Early::Misdirected

@@ -455,6 +455,10 @@ impl FileCache {
         now: Instant,
         now_secs: u64,
     ) -> Result<Lookup, ResolveError> {
+        if space == 0 {
+            // The main root's keys are the paths themselves (see `path_key`).
+            return self.get_keyed(root, path, path, opts, mime, now, now_secs);
+        }
         let mut key = std::mem::take(&mut self.key);
         path_key(space, path, &mut key);
         let result = self.get_keyed(root, &key, path, opts, mime, now, now_secs);

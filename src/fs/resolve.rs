@@ -136,6 +136,34 @@ pub fn normalize(raw: &[u8], out: &mut String) -> Result<(), ResolveError> {
     }
 }
 
+/// [`normalize`] for a path that is already a `str` (a request's): one that normalizing
+/// would leave as it is (the usual case) is copied without decoding or the UTF-8 check.
+pub fn normalize_str(raw: &str, out: &mut String) -> Result<(), ResolveError> {
+    if already_normal(raw.as_bytes()) {
+        out.clear();
+        out.push_str(raw);
+        return Ok(());
+    }
+    normalize(raw.as_bytes(), out)
+}
+
+/// True when [`normalize`] returns `raw` unchanged, and `raw` is UTF-8: it starts with `/`,
+/// has nothing to decode or refuse, and no empty or dot segment but a last empty one (`/`
+/// followed by `/` or `.` sends it the long way, `/.well-known` included).
+fn already_normal(raw: &[u8]) -> bool {
+    if raw.first() != Some(&b'/') {
+        return false;
+    }
+    let mut prev = 0;
+    for &b in raw {
+        if b < 0x20 || b == 0x7f || b == b'\\' || b == b'%' || (prev == b'/' && (b == b'/' || b == b'.')) {
+            return false;
+        }
+        prev = b;
+    }
+    true
+}
+
 fn decode_and_normalize(raw: &[u8], buf: &mut Vec<u8>) -> Result<(), ResolveError> {
     if raw.first() != Some(&b'/') {
         return Err(ResolveError::BadRequest);
@@ -679,15 +707,20 @@ mod tests {
 
     // --- normalize ---------------------------------------------------------------------------
 
+    /// `normalize`, checked against `normalize_str` (the request path's shortcut) on every case.
     fn norm(raw: &str) -> Result<String, u16> {
         let mut out = String::from("garbage from a previous request");
-        match normalize(raw.as_bytes(), &mut out) {
+        let result = match normalize(raw.as_bytes(), &mut out) {
             Ok(()) => Ok(out),
             Err(err) => {
                 assert!(out.is_empty(), "out must be empty on error, got {out:?}");
                 Err(err.status())
             }
-        }
+        };
+        let mut fast = String::from("garbage from a previous request");
+        let fast_result = normalize_str(raw, &mut fast).map(|()| fast).map_err(|e| e.status());
+        assert_eq!(fast_result, result, "normalize_str({raw:?})");
+        result
     }
 
     #[test]
@@ -1447,6 +1480,17 @@ mod tests {
             } else {
                 prop_assert!(out.is_empty());
             }
+        }
+
+        #[test]
+        fn prop_normalize_str_is_normalize(tail in prop::collection::vec(path_byte(), 0..48)) {
+            let mut raw = vec![b'/'];
+            raw.extend_from_slice(&tail);
+            let raw = String::from_utf8_lossy(&raw);
+            let (mut fast, mut slow) = (String::from("stale"), String::new());
+            let fast_result = normalize_str(&raw, &mut fast).is_ok();
+            prop_assert_eq!(fast_result, normalize(raw.as_bytes(), &mut slow).is_ok());
+            prop_assert_eq!(&fast, &slow);
         }
 
         #[test]

@@ -1,7 +1,7 @@
 //! The clock of one loop turn: the `Date` header and the access log's timestamp, each
 //! re-rendered at most once a second.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, UNIX_EPOCH};
 
 /// Time as seen by one turn of the event loop.
 pub struct Clock {
@@ -21,10 +21,14 @@ impl Clock {
     }
 
     /// Reads the clocks once; re-renders the strings only when the second changed.
+    ///
+    /// The wall clock is read with `time(2)`: only its second is used, and the vDSO answers
+    /// it from the kernel's last timer tick, a few milliseconds behind at most, for a fraction
+    /// of what `SystemTime::now()` and its conversion cost on every loop turn.
     pub fn tick(&mut self) {
         self.now = Instant::now();
-        let wall = SystemTime::now();
-        let secs = wall.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        // SAFETY: time(2) with a null pointer only returns the value; it writes nothing.
+        let secs = u64::try_from(unsafe { libc::time(std::ptr::null_mut()) }).unwrap_or(0);
         if secs != self.secs {
             self.secs = secs;
             self.http = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(secs));

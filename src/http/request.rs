@@ -402,8 +402,15 @@ pub(crate) fn join_line<'b>(slot: &mut Option<Cow<'b, [u8]>>, value: &'b [u8]) {
 /// §7.1): 400.
 fn split_target(r: &mut Request<'_>) -> Result<(), Reject> {
     let t = r.target;
-    if t.as_bytes().contains(&b'#') {
-        return Err(reject(400, "fragment in request-target"));
+    // One pass finds both the fragment (refused) and the first '?' (the query).
+    let mut question = None;
+    for (i, &b) in t.as_bytes().iter().enumerate() {
+        if b == b'#' {
+            return Err(reject(400, "fragment in request-target"));
+        }
+        if b == b'?' && question.is_none() {
+            question = Some(i);
+        }
     }
     if r.method == Method::Connect {
         // authority-form = uri-host ":" port (RFC 9112 §3.2.3), the only form for CONNECT;
@@ -417,32 +424,40 @@ fn split_target(r: &mut Request<'_>) -> Result<(), Reject> {
         r.path = t;
         return Ok(());
     }
-    let rest = if t.starts_with('/') {
-        t
-    } else if t == "*" {
+    if t.starts_with('/') {
+        // origin-form, the usual case: the query is known from the pass above.
+        match question {
+            Some(q) => {
+                r.path = &t[..q];
+                r.query = Some(&t[q + 1..]);
+            }
+            None => r.path = t,
+        }
+        return Ok(());
+    }
+    if t == "*" {
         if r.method != Method::Options {
             return Err(reject(400, "asterisk-form is only for OPTIONS"));
         }
         r.path = "*";
         return Ok(());
-    } else if let Some(after) = strip_scheme(t) {
-        // absolute-form: the authority replaces Host (RFC 9112 §3.2.2).
-        let end = after.find(['/', '?']).unwrap_or(after.len());
-        let authority = &after[..end];
-        if authority.is_empty() || !valid_host(authority.as_bytes()) {
-            return Err(reject(400, "invalid authority in request-target"));
-        }
-        r.host = Some(authority.as_bytes());
-        let rest = &after[end..];
-        if rest.is_empty() || rest.starts_with('?') {
-            r.path = "/";
-            r.query = rest.strip_prefix('?');
-            return Ok(());
-        }
-        rest
-    } else {
+    }
+    let Some(after) = strip_scheme(t) else {
         return Err(reject(400, "invalid request-target"));
     };
+    // absolute-form: the authority replaces Host (RFC 9112 §3.2.2).
+    let end = after.find(['/', '?']).unwrap_or(after.len());
+    let authority = &after[..end];
+    if authority.is_empty() || !valid_host(authority.as_bytes()) {
+        return Err(reject(400, "invalid authority in request-target"));
+    }
+    r.host = Some(authority.as_bytes());
+    let rest = &after[end..];
+    if rest.is_empty() || rest.starts_with('?') {
+        r.path = "/";
+        r.query = rest.strip_prefix('?');
+        return Ok(());
+    }
     match rest.split_once('?') {
         Some((p, q)) => {
             r.path = p;
@@ -467,7 +482,7 @@ fn strip_scheme(t: &str) -> Option<&str> {
 /// `Host = uri-host [ ":" port ]` (RFC 9110 §7.2): a reg-name, IPv4 address or bracketed
 /// IP literal, then an optional decimal port. Empty is allowed (RFC 9112 §3.2).
 pub fn valid_host(v: &[u8]) -> bool {
-    let (host, port) = if let Some(rest) = v.strip_prefix(b"[") {
+    let port = if let Some(rest) = v.strip_prefix(b"[") {
         let Some(close) = rest.iter().position(|&b| b == b']') else {
             return false;
         };
@@ -476,18 +491,29 @@ pub fn valid_host(v: &[u8]) -> bool {
             return false;
         }
         match &rest[close + 1..] {
-            [] => (&[][..], None),
-            [b':', port @ ..] => (&[][..], Some(port)),
+            [] => return true,
+            [b':', port @ ..] => port,
             _ => return false,
         }
     } else {
-        match v.iter().rposition(|&b| b == b':') {
-            Some(i) => (&v[..i], Some(&v[i + 1..])),
-            None => (v, None),
+        // One pass: every byte a reg-name byte or the one colon before the port.
+        let mut colon = None;
+        for (i, &b) in v.iter().enumerate() {
+            if b == b':' {
+                if colon.is_some() {
+                    return false;
+                }
+                colon = Some(i);
+            } else if !REG_NAME[usize::from(b)] {
+                return false;
+            }
+        }
+        match colon {
+            Some(i) => &v[i + 1..],
+            None => return true,
         }
     };
-    let reg_name_ok = host.iter().all(|&b| REG_NAME[usize::from(b)]);
-    reg_name_ok && port.is_none_or(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit))
+    port.len() <= 5 && port.iter().all(u8::is_ascii_digit)
 }
 
 /// `REG_NAME[b]`: `b` may appear in a reg-name or IPv4 address (RFC 3986 §3.2.2: unreserved,
@@ -873,6 +899,40 @@ mod tests {
         for b in 0..=255u8 {
             let rule = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b);
             assert_eq!(REG_NAME[usize::from(b)], rule, "byte {b:#04x}");
+        }
+    }
+
+    /// `Host` as the grammar reads, one part at a time: the reference for `valid_host`.
+    fn host_by_the_grammar(v: &[u8]) -> bool {
+        let (host, port) = if let Some(rest) = v.strip_prefix(b"[") {
+            let Some(close) = rest.iter().position(|&b| b == b']') else { return false };
+            let lit = &rest[..close];
+            if lit.is_empty() || !lit.iter().all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+                return false;
+            }
+            match &rest[close + 1..] {
+                [] => (&[][..], None),
+                [b':', port @ ..] => (&[][..], Some(port)),
+                _ => return false,
+            }
+        } else {
+            match v.iter().rposition(|&b| b == b':') {
+                Some(i) => (&v[..i], Some(&v[i + 1..])),
+                None => (v, None),
+            }
+        };
+        host.iter().all(|&b| REG_NAME[usize::from(b)])
+            && port.is_none_or(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+        // Few distinct bytes, so that colons, brackets, ports and bad bytes meet often.
+        #[test]
+        fn valid_host_follows_the_grammar(
+            v in proptest::collection::vec(proptest::sample::select(b"a0:.[]%@\xff".to_vec()), 0..10)
+        ) {
+            proptest::prop_assert_eq!(valid_host(&v), host_by_the_grammar(&v), "{:?}", String::from_utf8_lossy(&v));
         }
     }
 
