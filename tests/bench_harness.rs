@@ -62,3 +62,55 @@ fn a_bad_argument_exits_2_naming_it() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("--latency-rates"));
 }
+
+/// Runs `code` in Python with the harness loaded as the module `run` (its parsers are pure
+/// functions of a tool's output); returns what the code prints.
+fn harness_python(code: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/load/run");
+    let prelude = format!(
+        "import importlib.machinery, importlib.util\n\
+         loader = importlib.machinery.SourceFileLoader('run', {script:?})\n\
+         spec = importlib.util.spec_from_loader('run', loader)\n\
+         run = importlib.util.module_from_spec(spec)\n\
+         loader.exec_module(run)\n"
+    );
+    let out =
+        Command::new("python3").arg("-c").arg(prelude + code).output().expect("python3 runs (it is in .ci/run's list)");
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn oha_requests_cancelled_at_the_deadline_are_not_errors() {
+    // oha -z cancels the requests in flight when the time is up; a closed connection is an error.
+    let printed = harness_python(
+        r#"
+import json
+out = json.dumps({"summary": {"total": 10.0, "totalData": 409600, "average": 0.0002},
+                  "latencyPercentiles": {"p50": 0.0001, "p99": 0.001, "p99.9": 0.004},
+                  "statusCodeDistribution": {"200": 100},
+                  "errorDistribution": {"aborted due to deadline": 44,
+                                        "connection closed before message completed": 3}})
+r = run.parse_oha("some banner\n" + out)
+print(r["err_read"], r["requests"], r["lat_p99_ms"])
+"#,
+    );
+    assert_eq!(printed, "3 100 1.0");
+}
+
+#[test]
+fn siege_byte_count_rounding_is_not_a_short_response() {
+    // siege prints "Data transferred" in MB with two decimals: 10,000 responses of 145 bytes
+    // are 1.38 MB, which read back as 144.7 bytes each; 120-byte responses are short.
+    let printed = harness_python(
+        r#"
+def summary(mb):
+    return ('{"transactions": 10000, "availability": 100.00, "elapsed_time": 1.00, '
+            '"data_transferred": %.2f, "response_time": 0.00, "failed_transactions": 0}' % mb)
+exact = run.parse_siege(summary(10000 * 145 / 2**20))
+short = run.parse_siege(summary(10000 * 120 / 2**20))
+print(run.short_responses(exact, 10000, 145), "|", run.short_responses(short, 10000, 145))
+"#,
+    );
+    assert_eq!(printed, "None | short responses: 120 bytes/response < file size 145");
+}
