@@ -861,7 +861,7 @@ pub fn try_read_response(s: &mut TcpStream, head_request: bool) -> io::Result<Re
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     loop {
-        let n = s.read(&mut b).map_err(|e| {
+        let n = read_byte(s, &mut b).map_err(|e| {
             if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
                 io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -932,11 +932,22 @@ fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
 }
 
+/// One byte of a blocking read, retried when a signal interrupts it (EINTR), as
+/// `read_exact` and `read_to_end` do.
+fn read_byte(s: &mut TcpStream, b: &mut [u8; 1]) -> io::Result<usize> {
+    loop {
+        match s.read(b) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
 fn read_line(s: &mut TcpStream) -> io::Result<String> {
     let mut line = Vec::new();
     let mut b = [0u8; 1];
     while !line.ends_with(b"\r\n") {
-        if s.read(&mut b)? == 0 || line.len() > 4096 {
+        if read_byte(s, &mut b)? == 0 || line.len() > 4096 {
             return Err(invalid("bad chunked body"));
         }
         line.push(b[0]);
