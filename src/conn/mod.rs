@@ -785,16 +785,14 @@ impl Conn {
                     }
                     if *pos == *end && stage.as_ref().is_none_or(|s| s.pos == s.buf.len()) {
                         if head.is_empty() {
-                            // sendfile queues page-cache pages by reference: a file truncated
-                            // in place while they wait in the socket has them zeroed under
-                            // us. If it shrank, reset the connection rather than let the
-                            // client take the response as complete. (Data already delivered
-                            // cannot be recalled; files should be replaced by rename.)
-                            let shrank = stage.is_none() && file.metadata().is_ok_and(|m| m.len() < *end);
-                            if shrank {
-                                sys::abort_on_close(fd);
-                                return self.truncated(cx);
-                            }
+                            // A file that shrank before the last bytes were handed over made
+                            // sendfile come up short (0, below: the connection closes with
+                            // bytes owed). Once they are handed over nothing can be checked:
+                            // sendfile queues page-cache pages by reference, and a truncation
+                            // in place zeroes them while they wait in the socket, for as long
+                            // as the client takes to read them. An fstat here would cover only
+                            // the microseconds since the last call, for a system call per
+                            // response. Files should be replaced by rename (README).
                             return WriteResult::Done;
                         }
                         (sys::send2(fd, head, &[], false), false)
