@@ -2,13 +2,16 @@
 //! nothing: the defaults must make a runnable plan, and each workload must be selectable by
 //! name. The benchmark itself is run by hand, never here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/load/run")
+}
+
 fn harness(args: &[&str]) -> Output {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/load/run");
     Command::new("python3")
-        .arg(script)
+        .arg(script())
         .args(args)
         // $OHA and $DARKHTTPD name no program, so the plan must say what it would skip
         // whatever the caller's environment and PATH hold (a developer may have installed oha).
@@ -66,7 +69,7 @@ fn a_bad_argument_exits_2_naming_it() {
 /// Runs `code` in Python with the harness loaded as the module `run` (its parsers are pure
 /// functions of a tool's output); returns what the code prints.
 fn harness_python(code: &str) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/load/run");
+    let script = script();
     let prelude = format!(
         "import importlib.machinery, importlib.util\n\
          loader = importlib.machinery.SourceFileLoader('run', {script:?})\n\
