@@ -185,7 +185,8 @@ impl Ctx {
     }
 
     pub fn put_body(&mut self, mut b: Vec<u8>) {
-        if self.bodies.len() < POOL_MAX && b.capacity() <= POOL_BODY_MAX {
+        // An empty `Vec` holds no memory: pooling it would only hand out an allocation later.
+        if self.bodies.len() < POOL_MAX && b.capacity() != 0 && b.capacity() <= POOL_BODY_MAX {
             b.clear();
             self.bodies.push(b);
         }

@@ -642,9 +642,8 @@ impl Conn {
             fields.request(&limits)
         };
         let mut ex = Exchange::new(self.sock.as_raw_fd(), self.peer, cx.clock.now);
-        // A head buffer that served a response before (`finish_stream` gives it back): the
-        // head is rendered without allocating.
-        ex.head = cx.take_body();
+        // A head buffer that served a response before (`end_transfer` gives it back).
+        ex.take_head(cx);
         #[cfg(feature = "tls")]
         {
             ex.tls = self.tls_names();
@@ -1122,5 +1121,4 @@ fn finish_stream(cx: &mut Ctx, mut s: Stream, complete: bool) {
         cx.counters.http2_requests += 1;
     }
     s.ex.end_transfer(cx);
-    cx.put_body(std::mem::take(&mut s.ex.head));
 }

@@ -662,6 +662,7 @@ impl Conn {
         }
         self.close_after = !keep;
         self.ex.keep = keep;
+        self.ex.take_head(cx);
         self.ex.client = if cx.cfg.trusted_proxies.is_empty() {
             self.peer
         } else {
@@ -698,6 +699,7 @@ impl Conn {
         self.ex.keep = false;
         self.ex.client = self.peer;
         self.discard = Discard::None;
+        self.ex.take_head(cx);
         self.ex.simple_response_raw(cx, rej.status, 1, false, None);
         #[cfg(feature = "tls")]
         {
