@@ -425,7 +425,9 @@ impl Conn {
                     if answered >= REQUEST_BUDGET {
                         return Drive::Yield;
                     }
-                    match self.consume(cx) {
+                    // Nothing buffered: nothing to consume (the call is skipped, not cheap).
+                    let consumed = if self.rstart == self.rend { Ok(false) } else { self.consume(cx) };
+                    match consumed {
                         Ok(true) => {
                             #[cfg(feature = "http2")]
                             if self.h2.is_some() {
@@ -502,18 +504,18 @@ impl Conn {
             return Ok(false);
         };
         let limits = cx.limits;
-        request::patch_version(&mut rbuf[self.rstart..self.rend]);
         let region = &rbuf[self.rstart..self.rend];
-        let queued = match request::parse_head(region, &limits) {
-            Ok(Some(req)) => match held_body_error(&req, &region[req.head_len..], cx.cfg.max_body_discard) {
+        // Matched by reference: moving the parsed request out would copy it.
+        let queued = match &request::parse_head(region, &limits) {
+            Ok(Some(req)) => match held_body_error(req, &region[req.head_len..], cx.cfg.max_body_discard) {
                 Some(rej) => {
-                    self.reject(cx, rej, req_line(&req));
+                    self.reject(cx, rej, req_line(req));
                     self.rstart = self.rend;
                     true
                 }
                 None => {
                     let head_len = req.head_len;
-                    let queued = self.respond(cx, &req);
+                    let queued = self.respond(cx, req);
                     if queued {
                         self.rstart += head_len;
                     }
@@ -538,7 +540,14 @@ impl Conn {
                 }
                 return Ok(complete);
             }
+            Err(rej) if *rej == request::NEWER_MINOR => {
+                // HTTP/1.2 to 1.9: read as 1.1 (RFC 9110 §2.5), so patched, and parsed again.
+                request::patch_version(&mut rbuf[self.rstart..self.rend]);
+                self.rbuf = Some(rbuf);
+                return self.consume(cx);
+            }
             Err(rej) => {
+                let rej = *rej;
                 let line = first_line(&rbuf[self.rstart..self.rend]);
                 self.reject(cx, rej, line);
                 self.rstart = self.rend;

@@ -154,15 +154,36 @@ fn already_normal(raw: &[u8]) -> bool {
     if raw.first() != Some(&b'/') {
         return false;
     }
-    let mut prev = 0;
-    for &b in raw {
-        if b < 0x20 || b == 0x7f || b == b'\\' || b == b'%' || (prev == b'/' && (b == b'/' || b == b'.')) {
-            return false;
-        }
-        prev = b;
-    }
-    true
+    // One table look-up per byte; only a `/` needs a look at the byte after it.
+    raw.iter().enumerate().all(|(i, &b)| match LONG_WAY[usize::from(b)] {
+        Way::Plain => true,
+        Way::Slash => !matches!(raw.get(i + 1), Some(b'/' | b'.')),
+        Way::Long => false,
+    })
 }
+
+/// What a byte of a path means for [`already_normal`].
+#[derive(Clone, Copy)]
+enum Way {
+    Plain,
+    /// `/`: an empty or dot segment follows if the next byte is `/` or `.`.
+    Slash,
+    /// A control byte, DEL, `\` or `%`: the path is decoded and checked the long way.
+    Long,
+}
+
+const LONG_WAY: [Way; 256] = {
+    let mut t = [Way::Plain; 256];
+    let mut b = 0;
+    while b < 256 {
+        if b < 0x20 || b == 0x7f || b == b'\\' as usize || b == b'%' as usize {
+            t[b] = Way::Long;
+        }
+        b += 1;
+    }
+    t[b'/' as usize] = Way::Slash;
+    t
+};
 
 fn decode_and_normalize(raw: &[u8], buf: &mut Vec<u8>) -> Result<(), ResolveError> {
     if raw.first() != Some(&b'/') {

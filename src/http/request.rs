@@ -166,12 +166,24 @@ pub fn parse<'b>(buf: &'b mut [u8], limits: &Limits) -> Result<Option<Request<'b
     parse_head(buf, limits)
 }
 
-/// The first half of [`parse`]: patches a complete request line's `HTTP/1.2`–`HTTP/1.9` to
-/// `HTTP/1.1` in place. [`parse_head`] is the second; a caller that must read the bytes after
-/// the head while it holds the [`Request`] calls the two itself.
-pub fn patch_version(buf: &mut [u8]) {
-    if let Some(pos) = higher_minor_version(buf) {
-        buf[pos] = b'1';
+/// What [`parse_head`] returns for a complete request line of `HTTP/1.2`–`HTTP/1.9`: the
+/// caller patches it ([`patch_version`]) and parses again. Never sent: after the patch the
+/// line is HTTP/1.1.
+pub const NEWER_MINOR: Reject = reject(505, "HTTP/1 of a newer minor version, to be patched");
+
+/// Patches a complete request line's `HTTP/1.2`–`HTTP/1.9` to `HTTP/1.1` in place; true if
+/// it did. [`parse`] patches first; a caller that must read the bytes after the head while
+/// it holds the [`Request`] calls [`parse_head`] first and patches only on [`NEWER_MINOR`],
+/// which keeps the scan off the path of every HTTP/1.1 request. Both give the same result:
+/// the bytes before the version digit are the same either way, so the parser stops at the
+/// same place, or reaches the digit and gives `NEWER_MINOR`.
+pub fn patch_version(buf: &mut [u8]) -> bool {
+    match higher_minor_version(buf) {
+        Some(pos) => {
+            buf[pos] = b'1';
+            true
+        }
+        None => false,
     }
 }
 
@@ -199,7 +211,7 @@ const MAX_LEADING_EMPTY: usize = 4;
 /// frame, probed page by page and kept resident, on every request.)
 const STACK_HEADERS: usize = 128;
 
-/// Parses a head that [`patch_version`] has seen (see [`parse`]).
+/// Parses a head; see [`parse`] and [`NEWER_MINOR`].
 pub fn parse_head<'b>(buf: &'b [u8], limits: &Limits) -> Result<Option<Request<'b>>, Reject> {
     if buf.iter().take(MAX_LEADING_EMPTY + 1).all(|&b| b == b'\r' || b == b'\n') && buf.len() > MAX_LEADING_EMPTY {
         return Err(reject(400, "empty lines instead of a request line"));
@@ -227,6 +239,7 @@ fn parse_into<'b>(
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return incomplete(buf, limits).map(|()| None),
         Err(httparse::Error::TooManyHeaders) => return Err(reject(431, "too many header fields")),
+        Err(httparse::Error::Version) if higher_minor_version(buf).is_some() => return Err(NEWER_MINOR),
         Err(httparse::Error::Version) => {
             // httparse judges "HTTP/1." + a digit it does not know before the line ends; a
             // line still arriving (which `parse` will patch to 1.1 once complete) is not an error yet.
@@ -265,79 +278,87 @@ fn parse_into<'b>(
     // Single-value fields seen more than once, one bit each (see below).
     let mut repeated = 0u8;
     for h in req.headers.iter() {
-        let name = h.name;
+        let name = h.name.as_bytes();
         let value = h.value.trim_ascii();
-        if name.eq_ignore_ascii_case("host") {
-            hosts += 1;
-            if !valid_host(value) {
-                return Err(reject(400, "invalid Host"));
-            }
-            r.host = Some(value);
-        } else if name.eq_ignore_ascii_case("content-length") {
-            for item in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                let n = parse_decimal(item).ok_or(reject(400, "invalid Content-Length"))?;
-                if content_length.is_some_and(|c| c != n) {
-                    return Err(reject(400, "conflicting Content-Length"));
+        // By length first: most names are then told apart without reading a byte.
+        let (slot, bit) = match name.len() {
+            4 if is_name(name, b"host") => {
+                hosts += 1;
+                if !valid_host(value) {
+                    return Err(reject(400, "invalid Host"));
                 }
-                content_length = Some(n);
+                r.host = Some(value);
+                continue;
             }
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            transfer_encoding = true;
-            for coding in list_items(value) {
-                if chunked || !coding.eq_ignore_ascii_case(b"chunked") {
-                    return Err(reject(400, "unsupported Transfer-Encoding"));
+            14 if is_name(name, b"content-length") => {
+                for item in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                    let n = parse_decimal(item).ok_or(reject(400, "invalid Content-Length"))?;
+                    if content_length.is_some_and(|c| c != n) {
+                        return Err(reject(400, "conflicting Content-Length"));
+                    }
+                    content_length = Some(n);
                 }
-                chunked = true;
+                continue;
             }
-        } else if name.eq_ignore_ascii_case("connection") {
-            for opt in list_items(value) {
-                conn_close |= opt.eq_ignore_ascii_case(b"close");
-                conn_keep_alive |= opt.eq_ignore_ascii_case(b"keep-alive");
+            17 if is_name(name, b"transfer-encoding") => {
+                transfer_encoding = true;
+                for coding in list_items(value) {
+                    if chunked || !coding.eq_ignore_ascii_case(b"chunked") {
+                        return Err(reject(400, "unsupported Transfer-Encoding"));
+                    }
+                    chunked = true;
+                }
+                continue;
             }
-        } else if name.eq_ignore_ascii_case("expect") {
-            if value.eq_ignore_ascii_case(b"100-continue") {
+            10 if is_name(name, b"connection") => {
+                for opt in list_items(value) {
+                    conn_close |= opt.eq_ignore_ascii_case(b"close");
+                    conn_keep_alive |= opt.eq_ignore_ascii_case(b"keep-alive");
+                }
+                continue;
+            }
+            6 if is_name(name, b"expect") => {
+                if !value.eq_ignore_ascii_case(b"100-continue") {
+                    return Err(reject(417, "unsupported expectation"));
+                }
                 r.expect_continue = true;
-            } else {
-                return Err(reject(417, "unsupported expectation"));
+                continue;
             }
-        } else {
-            let (slot, bit) = match name.len() {
-                5 if name.eq_ignore_ascii_case("range") => (&mut r.range, 1),
-                6 if name.eq_ignore_ascii_case("accept") => {
-                    join_line(&mut r.accept, value);
-                    continue;
-                }
-                7 if name.eq_ignore_ascii_case("referer") => (&mut r.referer, 0),
-                8 if name.eq_ignore_ascii_case("if-match") => {
-                    join_line(&mut r.if_match, value);
-                    continue;
-                }
-                8 if name.eq_ignore_ascii_case("if-range") => (&mut r.if_range, 2),
-                10 if name.eq_ignore_ascii_case("user-agent") => (&mut r.user_agent, 0),
-                13 if name.eq_ignore_ascii_case("if-none-match") => {
-                    join_line(&mut r.if_none_match, value);
-                    continue;
-                }
-                13 if name.eq_ignore_ascii_case("authorization") => (&mut r.authorization, 4),
-                15 if name.eq_ignore_ascii_case("accept-encoding") => {
-                    join_line(&mut r.accept_encoding, value);
-                    continue;
-                }
-                17 if name.eq_ignore_ascii_case("if-modified-since") => (&mut r.if_modified_since, 8),
-                19 if name.eq_ignore_ascii_case("if-unmodified-since") => (&mut r.if_unmodified_since, 16),
-                9 | 15 if name.eq_ignore_ascii_case("forwarded") || name.eq_ignore_ascii_case("x-forwarded-for") => {
-                    let slot = if name.len() == 9 { &mut r.forwarded } else { &mut r.x_forwarded_for };
-                    // Repeated: ignored as a whole rather than joined by guesswork.
-                    *slot = Some(if slot.is_some() { &[][..] } else { value });
-                    continue;
-                }
-                _ => continue,
-            };
-            if slot.is_some() {
-                repeated |= bit;
+            5 if is_name(name, b"range") => (&mut r.range, 1),
+            6 if is_name(name, b"accept") => {
+                join_line(&mut r.accept, value);
+                continue;
             }
-            *slot = Some(value);
+            7 if is_name(name, b"referer") => (&mut r.referer, 0),
+            8 if is_name(name, b"if-match") => {
+                join_line(&mut r.if_match, value);
+                continue;
+            }
+            8 if is_name(name, b"if-range") => (&mut r.if_range, 2),
+            10 if is_name(name, b"user-agent") => (&mut r.user_agent, 0),
+            13 if is_name(name, b"if-none-match") => {
+                join_line(&mut r.if_none_match, value);
+                continue;
+            }
+            13 if is_name(name, b"authorization") => (&mut r.authorization, 4),
+            15 if is_name(name, b"accept-encoding") => {
+                join_line(&mut r.accept_encoding, value);
+                continue;
+            }
+            17 if is_name(name, b"if-modified-since") => (&mut r.if_modified_since, 8),
+            19 if is_name(name, b"if-unmodified-since") => (&mut r.if_unmodified_since, 16),
+            9 | 15 if is_name(name, b"forwarded") || is_name(name, b"x-forwarded-for") => {
+                let slot = if name.len() == 9 { &mut r.forwarded } else { &mut r.x_forwarded_for };
+                // Repeated: ignored as a whole rather than joined by guesswork.
+                *slot = Some(if slot.is_some() { &[][..] } else { value });
+                continue;
+            }
+            _ => continue,
+        };
+        if slot.is_some() {
+            repeated |= bit;
         }
+        *slot = Some(value);
     }
     // Single-value fields sent on several lines (see `Request`).
     if repeated != 0 {
@@ -382,6 +403,19 @@ fn parse_into<'b>(
     Ok(Some(r))
 }
 
+/// Whether a field name (a token: httparse checked its bytes) is `lower`, a name of lowercase
+/// letters and `-`, in any case. For such a `lower`, setting bit 0x20 of a token byte makes
+/// it equal to the byte of `lower` exactly when the two are equal ignoring case: the only
+/// bytes that bit maps to a lowercase letter are that letter and its capital, and to `-`
+/// only `-` and CR, which is no token byte. Inlined, with `lower` a constant, this is one
+/// OR and one compare per byte and no calls.
+#[inline(always)]
+fn is_name(name: &[u8], lower: &[u8]) -> bool {
+    debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
+    debug_assert!(name.iter().all(|&b| is_tchar(b)));
+    name.len() == lower.len() && name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b)
+}
+
 /// Adds one field line's value to a list field (RFC 9110 §5.3: lines of a list field combine
 /// in order, separated by commas). Allocates only for a repeated field.
 pub(crate) fn join_line<'b>(slot: &mut Option<Cow<'b, [u8]>>, value: &'b [u8]) {
@@ -402,16 +436,15 @@ pub(crate) fn join_line<'b>(slot: &mut Option<Cow<'b, [u8]>>, value: &'b [u8]) {
 /// §7.1): 400.
 fn split_target(r: &mut Request<'_>) -> Result<(), Reject> {
     let t = r.target;
-    // One pass finds both the fragment (refused) and the first '?' (the query).
-    let mut question = None;
-    for (i, &b) in t.as_bytes().iter().enumerate() {
-        if b == b'#' {
+    // The first '#' or '?': a fragment is refused; the first '?' starts the query, which
+    // must hold no '#' either. (A plain loop: core's searches cost more on short targets.)
+    let bytes = t.as_bytes();
+    let question = match bytes.iter().position(|&b| b == b'#' || b == b'?') {
+        Some(i) if bytes[i] == b'#' || bytes[i + 1..].contains(&b'#') => {
             return Err(reject(400, "fragment in request-target"));
         }
-        if b == b'?' && question.is_none() {
-            question = Some(i);
-        }
-    }
+        found => found,
+    };
     if r.method == Method::Connect {
         // authority-form = uri-host ":" port (RFC 9112 §3.2.3), the only form for CONNECT;
         // a valid one is refused later with 405.
@@ -933,6 +966,85 @@ mod tests {
             v in proptest::collection::vec(proptest::sample::select(b"a0:.[]%@\xff".to_vec()), 0..10)
         ) {
             proptest::prop_assert_eq!(valid_host(&v), host_by_the_grammar(&v), "{:?}", String::from_utf8_lossy(&v));
+        }
+    }
+
+    /// Every name `parse_into` looks for.
+    const NAMES: [&str; 20] = [
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "expect",
+        "range",
+        "accept",
+        "referer",
+        "if-match",
+        "if-range",
+        "user-agent",
+        "if-none-match",
+        "authorization",
+        "accept-encoding",
+        "if-modified-since",
+        "if-unmodified-since",
+        "forwarded",
+        "x-forwarded-for",
+        "keep-alive",
+        "a",
+    ];
+
+    /// Token bytes: letters of both cases, `-`, and those that bit 0x20 moves onto other
+    /// bytes (`^` onto `~`, `_` onto DEL).
+    const TCHARS: &[u8] = b"!#$%&'*+-.^_`|~09AZaz";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// Names of the right length, each byte kept, case-flipped or replaced by a token
+        /// byte: `is_name` is `eq_ignore_ascii_case` on all of them.
+        #[test]
+        fn is_name_is_eq_ignore_ascii_case(
+            which in 0..NAMES.len(),
+            edits in proptest::collection::vec((0u8..4, proptest::sample::select(TCHARS.to_vec())), 19),
+            shorter in proptest::bool::weighted(0.1),
+        ) {
+            let target = NAMES[which].as_bytes();
+            let mut name: Vec<u8> = target
+                .iter()
+                .zip(&edits)
+                .map(|(&b, &(op, t))| match op {
+                    0 | 1 => b,
+                    2 => b.to_ascii_uppercase(),
+                    _ => t,
+                })
+                .collect();
+            if shorter {
+                name.pop();
+            }
+            proptest::prop_assert_eq!(is_name(&name, target), name.eq_ignore_ascii_case(target), "{:?}", String::from_utf8_lossy(&name));
+        }
+
+        /// Parsing first and patching only on `NEWER_MINOR` (the connection's way) gives what
+        /// patching first does (`parse`), for every version, complete or not.
+        #[test]
+        fn lazy_version_patch_is_the_eager_one(
+            method in proptest::sample::select(vec!["GET", "G@T", "OPTIONS"]),
+            sp in proptest::sample::select(vec![" ", "  "]),
+            version in proptest::sample::select(vec!["HTTP/1.1", "HTTP/1.0", "HTTP/1.2", "HTTP/1.9", "HTTP/2.0", "HTTP/1.", "HTTP/1.x", "http/1.2"]),
+            eol in proptest::sample::select(vec!["\r\n", "\n", ""]),
+            rest in proptest::sample::select(vec!["Host: a\r\n\r\n", "\r\n", "Host: a\r\n", "Bad Field\r\n\r\n", ""]),
+            lead in proptest::sample::select(vec!["", "\r\n"]),
+        ) {
+            let head = format!("{lead}{method}{sp}/x{sp}{version}{eol}{rest}").into_bytes();
+            let mut eager_buf = head.clone();
+            let eager = format!("{:?}", parse(&mut eager_buf, &LIMITS));
+            let mut lazy_buf = head.clone();
+            let first = parse_head(&lazy_buf, &LIMITS).map(|r| r.is_some());
+            if first == Err(NEWER_MINOR) {
+                proptest::prop_assert!(patch_version(&mut lazy_buf));
+            }
+            let lazy = format!("{:?}", parse_head(&lazy_buf, &LIMITS));
+            proptest::prop_assert_eq!(&lazy, &eager, "{:?}", String::from_utf8_lossy(&head));
+            proptest::prop_assert!(!eager.contains("to be patched"), "{}", eager);
         }
     }
 
