@@ -594,15 +594,6 @@ fn auto_defer_accept_turns_on_under_load_without_a_notice_and_off_when_it_is_gon
     assert!(!log.contains("notice: "), "a notice for load, not for silent connections:\n{log}");
 }
 
-/// How a file body left the server, as /proc/PID/io tells it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum BodyPath {
-    /// `sendfile`: counts in both `rchar` and `wchar`.
-    Sendfile,
-    /// `pread` into a buffer, then `sendmsg`: counts in `rchar` only.
-    Staged,
-}
-
 #[test]
 fn large_bodies_to_a_loopback_peer_are_copied_and_smaller_ones_go_by_sendfile() {
     // loopback_copy (the default): from 2 MiB on, a body to 127.0.0.1 is read into a buffer
@@ -625,7 +616,7 @@ fn large_bodies_to_a_loopback_peer_are_copied_and_smaller_ones_go_by_sendfile() 
             .start();
         for (path, body, expected) in [("/big.bin", &big, big_path), ("/small.bin", &small, small_path)] {
             srv.get(path); // the cache entry, the access log's first write
-            let (read_before, written_before) = (srv.io("rchar"), srv.io("wchar"));
+            let before = srv.io_counts();
             let (r, _) = timed_get(srv.addr(), path).unwrap();
             assert_eq!(r.status, 200, "{extra:?} {path}: {r:?}");
             assert!(r.body == *body, "{extra:?} {path}: {} bytes, not the file's", r.body.len());
@@ -633,14 +624,13 @@ fn large_bodies_to_a_loopback_peer_are_copied_and_smaller_ones_go_by_sendfile() 
             // and counted them: once the (single-threaded) server has answered another
             // request, every call before it is counted. A 404 goes by `sendmsg`.
             assert_eq!(srv.get("/absent").status, 404);
-            let len = body.len() as u64;
-            let (read, written) = (srv.io("rchar") - read_before, srv.io("wchar") - written_before);
-            let seen = match (read >= len, written >= len) {
-                (true, true) => Some(Sendfile),
-                (true, false) if written < len / 4 => Some(Staged),
-                _ => None,
-            };
-            assert_eq!(seen, Some(expected), "{extra:?} {path}: {read} bytes read, {written} written for {len}");
+            let seen = srv.body_path_since(before, body.len() as u64);
+            assert_eq!(
+                seen,
+                Some(expected),
+                "{extra:?} {path}: {before:?} read and written before, {:?} after",
+                srv.io_counts()
+            );
             if path == "/big.bin" {
                 // A range from inside a page: each read starts where the bytes still owed do.
                 let from = MIB + 4095;

@@ -407,6 +407,15 @@ pub fn open_up_permissions(p: &Path) {
     }
 }
 
+/// How a file body left the server, as /proc/PID/io tells it (`Server::body_path_since`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BodyPath {
+    /// `sendfile`: counts in both `rchar` and `wchar`.
+    Sendfile,
+    /// `pread` into a buffer, then `sendmsg`: counts in `rchar` only.
+    Staged,
+}
+
 /// A running server. Killed and reaped on drop.
 pub struct Server {
     child: Child,
@@ -618,6 +627,22 @@ impl Server {
             .find_map(|l| l.strip_prefix(field)?.strip_prefix(": "))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no {field} in /proc/PID/io"))
+    }
+
+    /// `rchar` and `wchar` (see `io`) now: the start of `body_path_since`'s interval.
+    pub fn io_counts(&self) -> (u64, u64) {
+        (self.io("rchar"), self.io("wchar"))
+    }
+
+    /// How the server sent a body of `len` bytes since `before` (from `io_counts`), or `None`
+    /// when the counters fit neither way.
+    pub fn body_path_since(&self, before: (u64, u64), len: u64) -> Option<BodyPath> {
+        let (read, written) = self.io_counts();
+        match (read - before.0 >= len, written - before.1) {
+            (true, w) if w >= len => Some(BodyPath::Sendfile),
+            (true, w) if w < len / 4 => Some(BodyPath::Staged),
+            _ => None,
+        }
     }
 
     /// Number of open file descriptors of the server.
