@@ -4,11 +4,12 @@
  * looking for "\r\n\r\n", nothing is parsed) it writes one fixed response held
  * in memory: one read and one write per request. No files, no Date header.
  * "Connection: close" in the head (or an HTTP/1.0 head without Keep-Alive, as ab
- * sends), or the 128th request on a connection, gets the response with
+ * sends), or the MAX_REQUESTSth request on a connection, gets the response with
  * "Connection: close" and the connection is closed after it.
  * A short write (large bodies) is finished when the socket is writable again.
  *
- * usage: ceiling PORT [BODY_BYTES]      (binds 127.0.0.1 only; default 4096)
+ * usage: ceiling PORT [BODY_BYTES [MAX_REQUESTS]]
+ *        (binds 127.0.0.1 only; defaults 4096 and 128)
  * Built by benches/load/run with gcc -O2; not part of ferrohttpd.
  */
 #define _GNU_SOURCE
@@ -25,13 +26,12 @@
 #include <unistd.h>
 
 #define MAXFD 65536
-#define KEEPALIVE_MAX 128
 
 struct conn { const char *out; size_t left; int owed, served, close_req, closing, tail, reg; };
 static struct conn C[MAXFD];
 static char *resp[2]; /* [0] keep-alive, [1] Connection: close */
 static size_t resp_len[2];
-static int ep;
+static int ep, max_requests;
 static char buf[16384];
 
 static void build(int i, size_t body) {
@@ -68,7 +68,7 @@ static int send_owed(int fd) {
         if (c->closing) { drop(fd); return -1; }
         if (!c->owed) return 0;
         c->owed--;
-        c->closing = ++c->served >= KEEPALIVE_MAX || (c->close_req && !c->owed);
+        c->closing = ++c->served >= max_requests || (c->close_req && !c->owed);
         c->out = resp[c->closing]; c->left = resp_len[c->closing];
     }
 }
@@ -91,8 +91,10 @@ static void on_readable(int fd) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: ceiling PORT [BODY_BYTES]\n"); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: ceiling PORT [BODY_BYTES [MAX_REQUESTS]]\n"); return 2; }
     size_t body = argc > 2 ? strtoul(argv[2], 0, 10) : 4096;
+    max_requests = argc > 3 ? (int)strtol(argv[3], 0, 10) : 128;
+    if (max_requests < 1) { fprintf(stderr, "MAX_REQUESTS must be at least 1\n"); return 2; }
     build(0, body); build(1, body);
     signal(SIGPIPE, SIG_IGN);
     int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1, defer = 5;
