@@ -133,6 +133,8 @@ w = run.Work(base)
 b = types.SimpleNamespace(work=w, max_concurrency=250, apache_threads=320, ferro_bin="/f", ceiling_bin="/c",
                           args=types.SimpleNamespace(baseline="/base"),
                           tools={"nginx": "nginx", "lighttpd": "lighttpd", "apache2": "apache2"})
+line = {"nginx": "keepalive_requests {};", "lighttpd": "server.max-keep-alive-requests = {}\n",
+        "apache2": "MaxKeepAliveRequests {}\n"}
 for name in sorted(run.LATENCY_LONG):
     out = []
     for variant in (4096 if name == "ceiling" else None, "latency"):
@@ -144,7 +146,8 @@ for name in sorted(run.LATENCY_LONG):
             continue
         conf = pathlib.Path(cmd[cmd.index("-f" if "-f" in cmd else "-c" if "-c" in cmd else "--config") + 1])
         text = conf.read_text()
-        out.append(conf.name + ":" + ",".join(n for n in ("128", "65535") if run.keepalive_line(name).replace("128", n) in text))
+        form = line.get(name, "keepalive_requests = {}\n")
+        out.append(conf.name + ":" + ",".join(n for n in ("128", "65535") if form.format(n) in text))
     print(name, *out)
 "#,
     );
