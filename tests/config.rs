@@ -291,3 +291,51 @@ fn one_line_per_listener_including_ipv6() {
         assert_eq!(r.body, FILE_TXT);
     }
 }
+
+#[test]
+fn serve_a_folder_given_on_the_command_line() {
+    // No configuration: the directory and the address on the command line are enough.
+    let srv = Server::builder().no_config().args(&["{root}", "--listen", "127.0.0.1:0", "-l", "/dev/null"]).start();
+    let r = srv.get("/p7.txt");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, page(7));
+    assert!(srv.stdout_text().contains("serving "), "{}", srv.stdout_text());
+
+    // With a configuration: the directory given replaces its root, --listen its addresses.
+    let srv = Server::builder()
+        .config("listen = [\"127.0.0.1:1\"]")
+        .setup(|dir, _| {
+            fs::create_dir_all(dir.join("other")).unwrap();
+            fs::write(dir.join("other/only-here.txt"), "other\n").unwrap();
+        })
+        .args(&["--root", "{dir}/other", "--listen=127.0.0.1:0"])
+        .start();
+    let r = srv.get("/only-here.txt");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body, b"other\n");
+    assert_eq!(srv.get("/p7.txt").status, 404);
+}
+
+#[test]
+fn no_www_here_says_in_one_line_what_to_pass() {
+    let d = tmp();
+    let o = run_cli(&[], Some(d.path()));
+    assert_eq!(o.code, Some(1), "{o:?}");
+    assert_eq!(o.stderr.trim_end().lines().count(), 1, "one line: {o:?}");
+    assert!(o.stderr.contains("ferrohttpd DIR") && o.stderr.contains("--config"), "{o:?}");
+    // The same with --check-config, and a directory given is served.
+    assert_eq!(run_cli(&["--check-config"], Some(d.path())).code, Some(1));
+    let o = run_cli(&[".", "--check-config", "--listen", "127.0.0.1:0"], Some(d.path()));
+    assert_eq!(o.code, Some(0), "{o:?}");
+}
+
+#[test]
+fn port_listen_and_root_options_are_in_the_help() {
+    let o = run_cli(&["--help"], None);
+    let out = o.stdout_text();
+    let first = out.lines().next().unwrap_or_default();
+    for needle in ["[DIR]", "--port", "--listen"] {
+        assert!(first.contains(needle), "the first usage line names {needle}: {first}");
+    }
+    assert!(out.contains("--root DIR"), "{out}");
+}

@@ -31,6 +31,15 @@ _ferrohttpd() {
     fi
 
     case $prev in
+    --root)
+        [[ $cmd == thttpd ]] && return
+        compopt -o filenames 2>/dev/null
+        mapfile -t COMPREPLY < <(compgen -d -- "$cur")
+        return
+        ;;
+    --port | --listen)
+        return
+        ;;
     --config)
         compopt -o filenames 2>/dev/null
         mapfile -t COMPREPLY < <(compgen -f -X '!*.toml' -- "$cur"; compgen -d -- "$cur")
@@ -65,12 +74,16 @@ _ferrohttpd() {
 
     local flags="-C -p -d -r -nor -dd -s -nos -v -nov -g -nog -u -c -t -h -l -i -T -P -M -V -D"
     local long="--config --check-config --help --version"
+    local ours="--port --listen --root"
     if [[ $cmd == thttpd ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$flags $long" -- "$cur")
-    elif ((COMP_CWORD == 1)); then
-        mapfile -t COMPREPLY < <(compgen -W "compress $long $flags" -- "$cur")
+    elif [[ $cur != -* ]]; then
+        # The directory to serve (and, first, the subcommand).
+        compopt -o filenames 2>/dev/null
+        ((COMP_CWORD == 1)) && mapfile -t COMPREPLY < <(compgen -W "compress" -- "$cur")
+        mapfile -t -O "${#COMPREPLY[@]}" COMPREPLY < <(compgen -d -- "$cur")
     else
-        mapfile -t COMPREPLY < <(compgen -W "$long $flags" -- "$cur")
+        mapfile -t COMPREPLY < <(compgen -W "$ours $long $flags" -- "$cur")
     fi
 }
 

@@ -32,16 +32,27 @@ use crate::thttpd::args::{self, Parsed, Settings};
 
 /// ferrohttpd's usage text (`--help`, and after a command-line error).
 pub const USAGE: &str = "\
-usage: ferrohttpd [--config FILE] [--check-config] [thttpd flags...]
+usage: ferrohttpd [DIR] [--port N] [--listen ADDR]... [--config FILE] [thttpd flags...]
+       ferrohttpd --check-config [--config FILE] [...]
        ferrohttpd compress DIR [--min-size N] [--encodings br,zstd,gzip] [-v]
 
-Serves the files under a directory over HTTP/1.1.
+Serves the files under DIR over HTTP/1.1 and HTTP/2, plain or HTTPS (rustls), compressing
+text on demand; `--version` lists which of these optional parts this build has.
+
+  ferrohttpd .                       serve this directory on port 8080
+  ferrohttpd --port 8000 site        serve ./site on port 8000
+  ferrohttpd --config site.toml      everything else: see ferrohttpd.toml(5)
 
 options:
-  --config FILE    read this TOML configuration (default: built-in defaults, serving ./www)
+  DIR              the directory to serve (default: the configuration's root, else ./www)
+  --root DIR       the same, as an option
+  --port N         listen on port N (on every listen address)
+  --listen ADDR    listen on ADDR: HOST:PORT, [IPv6]:PORT, or :PORT for every address;
+                   repeatable, replaces the configuration's listen addresses
+  --config FILE    read this TOML configuration (default: built-in defaults)
   --check-config   validate the configuration, print a summary and exit
   --help           print this help and exit
-  --version, -V    print the version and exit
+  --version, -V    print the version and the build's features, and exit
 
 thttpd-compatible flags, processed left to right (they override the configuration file):
   -C FILE          thttpd config file (a FILE ending in .toml is read as --config)
@@ -215,30 +226,57 @@ pub fn parse_as<I: IntoIterator<Item = OsString>>(mode: Mode, args: I) -> Result
         });
     }
 
-    // Take the long options out; hand the rest, in order, to thttpd's parser.
+    // Take the long options out; hand the rest, in order, to thttpd's parser. As ferrohttpd,
+    // `--root DIR` and a bare `DIR` become `-d DIR` and `--port N` becomes `-p N` in place (so
+    // the left-to-right order with the thttpd flags holds); the `--listen` addresses replace
+    // the configuration's before the flags apply. As thttpd, none of these exist.
+    let ours = mode == Mode::Ferrohttpd;
     let mut config: Option<PathBuf> = None;
     let mut check = false;
+    let mut listen: Vec<String> = Vec::new();
+    let mut positional: Option<OsString> = None;
     let mut rest: Vec<OsString> = Vec::with_capacity(args.len());
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         let Some(a) = arg.to_str() else {
-            rest.push(arg);
+            if ours {
+                set_positional(&mut positional, &arg)?;
+                rest.extend(["-d".into(), arg]);
+            } else {
+                rest.push(arg);
+            }
             continue;
         };
-        match a {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(OsString::from(v))),
+            _ => (a, None),
+        };
+        let mut value = |name: &str| -> Result<OsString, CliError> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => it.next().ok_or_else(|| usage_err(format!("{name} needs a value"))),
+            }
+        };
+        match name {
             "--help" => return Ok(Command::Help),
             "--version" => return Ok(Command::Version),
             "--check-config" => check = true,
-            "--config" => {
-                let v = it.next().ok_or_else(|| usage_err("--config needs a value".into()))?;
-                config = Some(v.into());
+            "--config" => config = Some(value(name)?.into()),
+            "--port" if ours => rest.extend(["-p".into(), value(name)?]),
+            "--root" if ours => rest.extend(["-d".into(), value(name)?]),
+            "--listen" if ours => {
+                let v = value(name)?;
+                listen.push(v.to_str().ok_or_else(|| usage_err(format!("--listen {v:?}: not text")))?.to_string());
             }
-            _ if a.starts_with("--config=") => config = Some(PathBuf::from(&a["--config=".len()..])),
             _ if takes_value(a) => {
                 rest.push(arg);
                 if let Some(v) = it.next() {
                     rest.push(v);
                 }
+            }
+            _ if ours && !a.starts_with('-') => {
+                set_positional(&mut positional, &arg)?;
+                rest.extend(["-d".into(), arg]);
             }
             _ => rest.push(arg),
         }
@@ -249,8 +287,41 @@ pub fn parse_as<I: IntoIterator<Item = OsString>>(mode: Mode, args: I) -> Result
         Parsed::Help => return Ok(Command::Help),
         Parsed::Run(s) => s,
     };
-    let launch = build(mode, settings, config)?;
+    let listen = listen.iter().map(|a| parse_listen_arg(a)).collect::<Result<Vec<_>, _>>()?;
+    let launch = build(mode, settings, config, listen.concat())?;
     Ok(if check { Command::CheckConfig(Box::new(launch)) } else { Command::Run(Box::new(launch)) })
+}
+
+/// Records the one directory given without a flag (`ferrohttpd DIR`).
+fn set_positional(seen: &mut Option<OsString>, arg: &OsStr) -> Result<(), CliError> {
+    if let Some(first) = seen {
+        return Err(usage_err(format!(
+            "one directory to serve, not two ({} and {})",
+            Path::new(first).display(),
+            Path::new(arg).display()
+        )));
+    }
+    *seen = Some(arg.to_os_string());
+    Ok(())
+}
+
+/// A `--listen` value: `HOST:PORT`, `[IPv6]:PORT`, or `:PORT` / `PORT` for every IPv4 and
+/// IPv6 address (as thttpd's default, and `[::]` is dropped with a warning on a machine
+/// without IPv6).
+fn parse_listen_arg(a: &str) -> Result<Vec<SocketAddr>, CliError> {
+    let port = a.strip_prefix(':').unwrap_or(a);
+    if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        let port: u16 =
+            port.parse().map_err(|_| plain_err(format!("--listen {a}: {port} is not a port number (0 to 65535)")))?;
+        return Ok(vec![
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+        ]);
+    }
+    let mut addrs = super::raw::parse_listen(a).map_err(|e| plain_err(format!("--listen {a}: {e}")))?;
+    addrs.sort();
+    addrs.dedup();
+    Ok(addrs)
 }
 
 /// The thttpd flags that take a value (their value is passed through untouched).
@@ -259,7 +330,7 @@ fn takes_value(flag: &str) -> bool {
 }
 
 /// Builds the configuration from thttpd settings and an optional TOML base.
-fn build(mode: Mode, s: Settings, config: Option<PathBuf>) -> Result<Launch, CliError> {
+fn build(mode: Mode, s: Settings, config: Option<PathBuf>, listen: Vec<SocketAddr>) -> Result<Launch, CliError> {
     if s.cgi_pattern.is_some() {
         return Err(plain_err(CGI_REFUSED.into()));
     }
@@ -279,8 +350,18 @@ fn build(mode: Mode, s: Settings, config: Option<PathBuf>) -> Result<Launch, Cli
         None => Config::default(),
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    if !listen.is_empty() {
+        cfg.listen = listen;
+    }
     let mut warnings = Vec::new();
     apply(mode, &s, toml.is_some(), &cwd, &mut cfg, &mut warnings)?;
+    if mode == Mode::Ferrohttpd && cfg.root == Path::new(super::DEFAULT_ROOT) && !cwd.join(&cfg.root).is_dir() {
+        return Err(plain_err(format!(
+            "nothing to serve: no ./{} in {}; give the directory to serve (`ferrohttpd DIR`, e.g. `ferrohttpd .`) or a configuration with a root (`--config FILE`)",
+            super::DEFAULT_ROOT,
+            cwd.display()
+        )));
+    }
     cfg.check()?;
     Ok(Launch { config: cfg, mode, warnings })
 }
@@ -680,6 +761,33 @@ mod tests {
         assert!(matches!(parse_as(Mode::Thttpd, ["-V".into()]), Ok(Command::Version)));
         assert!(matches!(parse(["--check-config".into()]), Ok(Command::CheckConfig(_))));
         assert!(thttpd(&["stray"]).unwrap_err().usage);
+    }
+
+    #[test]
+    fn serve_a_folder_with_a_port_or_addresses() {
+        let c = run(&["src", "--port", "8000"]).unwrap();
+        assert_eq!(c.root, cwd().join("src"));
+        assert_eq!(c.listen, vec!["0.0.0.0:8000".parse().unwrap()]);
+        let c = run(&["--root=src", "--listen", "127.0.0.1:9001", "--listen=[::1]:9002"]).unwrap();
+        assert_eq!(c.root, cwd().join("src"));
+        assert_eq!(c.listen, vec!["127.0.0.1:9001".parse().unwrap(), "[::1]:9002".parse().unwrap()]);
+        let c = run(&["--listen", ":81", "-p", "82"]).unwrap();
+        assert_eq!(c.listen, vec!["0.0.0.0:82".parse().unwrap(), "[::]:82".parse().unwrap()]);
+        let c = run(&["--listen", "8001", "--port", "8002", "--listen", "127.0.0.1:1"]).unwrap();
+        assert_eq!(c.listen.len(), 3);
+        assert!(c.listen.iter().all(|a| a.port() == 8002), "--port sets every address's port: {:?}", c.listen);
+        // Flags stay left to right: a later -d wins over the bare directory.
+        assert_eq!(run(&["src", "-d", "/srv"]).unwrap().root, PathBuf::from("/srv"));
+        // Flag values are never taken for the directory.
+        assert_eq!(run(&["-l", "x.log", "-p", "1"]).unwrap().root, PathBuf::from(super::super::DEFAULT_ROOT));
+        assert!(run(&["a", "b"]).unwrap_err().usage);
+        assert!(run(&["--port"]).unwrap_err().usage);
+        assert!(run(&["--listen", ":70000"]).is_err());
+        assert!(run(&["--listen", "nonsense"]).is_err());
+        // As thttpd, thttpd's command line only.
+        assert!(thttpd(&["src"]).unwrap_err().usage);
+        assert!(thttpd(&["--port", "80"]).unwrap_err().usage);
+        assert!(thttpd(&["--listen", ":80"]).unwrap_err().usage);
     }
 
     #[test]

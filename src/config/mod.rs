@@ -337,12 +337,16 @@ pub struct Config {
     pub auth: Vec<crate::access::auth::AuthRule>,
 }
 
+/// The document root without a configuration or a directory on the command line: `www`
+/// in the working directory.
+pub const DEFAULT_ROOT: &str = "www";
+
 impl Default for Config {
     fn default() -> Config {
         Config {
             source: None,
             listen: vec![SocketAddr::from(([0, 0, 0, 0], 8080))],
-            root: PathBuf::from("www"),
+            root: PathBuf::from(DEFAULT_ROOT),
             workers: 1,
             max_connections: 10_000,
             max_connections_per_ip: 0,
