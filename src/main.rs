@@ -47,7 +47,7 @@ fn main() -> ExitCode {
             println!("{}", cli::version(mode));
             ExitCode::SUCCESS
         }
-        Command::Compress(_) => exec_compressor(),
+        Command::Compress(job) => compress(job),
         Command::CheckConfig(launch) => check(*launch),
         Command::Run(launch) => run(launch),
     }
@@ -70,32 +70,30 @@ fn command() -> Result<(Command, Mode), ExitCode> {
     }
 }
 
-/// The executable that runs `ferrohttpd compress …`.
+/// `ferrohttpd compress DIR …` (arguments already checked): the precompressor, in this
+/// binary with the `compression` feature (whose encoders on-demand compression links anyway).
 #[cfg(feature = "compression")]
-const COMPRESSOR: &str = "ferrohttpd-compress";
-
-/// `ferrohttpd compress …` (arguments already checked) becomes `ferrohttpd-compress …`, found
-/// beside this executable or else in `PATH`; both are built with the `compression` feature
-/// (which also links the encoders into the server, for on-demand compression). `exec` only
-/// returns on failure.
-#[cfg(feature = "compression")]
-fn exec_compressor() -> ExitCode {
-    use std::os::unix::process::CommandExt;
-    let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(|dir| dir.join(COMPRESSOR)));
-    let program = match beside {
-        Some(p) if p.is_file() => p.into_os_string(),
-        _ => OsString::from(COMPRESSOR),
-    };
-    let err = std::process::Command::new(&program).args(std::env::args_os().skip(2)).exec();
-    eprintln!(
-        "ferrohttpd compress: cannot run {}: {err} (it is installed beside ferrohttpd, or put it in PATH)",
-        Path::new(&program).display()
-    );
-    ExitCode::from(1)
+#[inline(never)]
+fn compress(job: cli::CompressJob) -> ExitCode {
+    let cli::CompressJob { dir, options } = job;
+    match ferrohttpd::compress::compress_dir(&dir, &options) {
+        Ok(report) => {
+            println!("{}: {report}", dir.display());
+            if report.errors == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("ferrohttpd compress: {}: {e}", dir.display());
+            ExitCode::from(1)
+        }
+    }
 }
 
 #[cfg(not(feature = "compression"))]
-fn exec_compressor() -> ExitCode {
+fn compress(_: cli::CompressJob) -> ExitCode {
     eprintln!("ferrohttpd compress: this ferrohttpd was built without the `compression` feature");
     ExitCode::from(1)
 }

@@ -32,14 +32,39 @@ fn version_flag_prints_name_and_version() {
         let o = run_cli(&[flag], None);
         f.check(
             flag,
-            if o.code == Some(0) && o.stdout_text().trim_end() == "ferrohttpd 0.1.0" {
+            if o.code == Some(0) && o.stdout_text().lines().next() == Some("ferrohttpd 0.1.0") {
                 Ok(())
             } else {
-                Err(format!("expected exit 0 and `ferrohttpd 0.1.0` on stdout, got {o:?}"))
+                Err(format!("expected exit 0 and `ferrohttpd 0.1.0` first on stdout, got {o:?}"))
             },
         );
     }
+    let o = run_cli(&["--version"], None);
+    let features = o.stdout_text().lines().nth(1).unwrap_or_default().to_string();
+    f.check(
+        "the features line",
+        if features
+            == format!(
+                "features: {}tls {}http2 {}compression",
+                sign(cfg!(feature = "tls")),
+                sign(cfg!(feature = "http2")),
+                sign(cfg!(feature = "compression"))
+            )
+        {
+            Ok(())
+        } else {
+            Err(format!("got {o:?}"))
+        },
+    );
     f.finish();
+}
+
+fn sign(on: bool) -> char {
+    if on {
+        '+'
+    } else {
+        '-'
+    }
 }
 
 #[test]

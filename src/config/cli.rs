@@ -52,7 +52,7 @@ options:
   --config FILE    read this TOML configuration (default: built-in defaults)
   --check-config   validate the configuration, print a summary and exit
   --help           print this help and exit
-  --version, -V    print the version and the build's features, and exit
+  --version, -V    print the version and this build's features (tls, http2, compression)
 
 thttpd-compatible flags, processed left to right (they override the configuration file):
   -C FILE          thttpd config file (a FILE ending in .toml is read as --config)
@@ -103,10 +103,22 @@ pub fn usage(mode: Mode) -> &'static str {
     }
 }
 
-/// The version line of a personality.
+/// The optional parts (cargo features) and whether this binary has each.
+pub const FEATURES: [(&str, bool); 3] = [
+    ("tls", cfg!(feature = "tls")),
+    ("http2", cfg!(feature = "http2")),
+    ("compression", cfg!(feature = "compression")),
+];
+
+/// What `--version` prints: as ferrohttpd, the version and a second line with the cargo
+/// features, each `+name` (built in) or `-name` (left out); as thttpd, thttpd's one line.
 pub fn version(mode: Mode) -> String {
     match mode {
-        Mode::Ferrohttpd => format!("ferrohttpd {}", env!("CARGO_PKG_VERSION")),
+        Mode::Ferrohttpd => {
+            let features: Vec<String> =
+                FEATURES.iter().map(|(name, on)| format!("{}{name}", if *on { '+' } else { '-' })).collect();
+            format!("ferrohttpd {}\nfeatures: {}", env!("CARGO_PKG_VERSION"), features.join(" "))
+        }
         Mode::Thttpd => thttpd_version(),
     }
 }
@@ -147,7 +159,7 @@ pub enum Command {
     CheckConfig(Box<Launch>),
     Help,
     Version,
-    /// `ferrohttpd compress DIR …`, run by the separate `ferrohttpd-compress` executable.
+    /// `ferrohttpd compress DIR …` (feature `compression`).
     Compress(CompressJob),
 }
 
@@ -812,6 +824,18 @@ mod tests {
         assert!(parse(["compress", "a", "b"].map(OsString::from)).unwrap_err().usage);
         // As thttpd there is no subcommand: "compress" is a stray argument.
         assert!(parse_as(Mode::Thttpd, ["compress".into()]).unwrap_err().usage);
+    }
+
+    #[test]
+    fn version_names_every_feature() {
+        let v = version(Mode::Ferrohttpd);
+        let mut lines = v.lines();
+        assert_eq!(lines.next(), Some(concat!("ferrohttpd ", env!("CARGO_PKG_VERSION"))));
+        let features = lines.next().unwrap();
+        assert_eq!(features.contains("+tls"), cfg!(feature = "tls"), "{features}");
+        assert_eq!(features.contains("-http2"), !cfg!(feature = "http2"), "{features}");
+        assert_eq!(features.contains("+compression"), cfg!(feature = "compression"), "{features}");
+        assert_eq!(version(Mode::Thttpd).lines().count(), 1, "thttpd -V is thttpd's one line");
     }
 
     #[test]
