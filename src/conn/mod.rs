@@ -54,7 +54,6 @@ mod tls_io;
 use crate::access::throttle::{self, RateLimiter};
 use crate::fs::cache;
 use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
-use crate::http::response::Head;
 use crate::log::RequestLine;
 use crate::server::Ctx;
 use crate::sys;
@@ -974,12 +973,7 @@ fn answer(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>, early: Early) -> u
         Method::Get | Method::Head if is_health => ex.health(cx, req),
         Method::Get | Method::Head if is_status_page => ex.status_page(cx, req),
         Method::Get | Method::Head => ex.serve_file(cx, req),
-        Method::Options => {
-            let mut h = Head::new(&mut ex.head, 204, cx.clock.http_date(), &cx.fixed_fields);
-            h.field("Allow", ALLOW);
-            h.finish(ex.keep, req.minor);
-            204
-        }
+        Method::Options => ex.options(cx, req),
         _ => ex.simple_response(cx, 405, req, None),
     }
 }

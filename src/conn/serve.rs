@@ -101,6 +101,30 @@ impl Exchange {
         status
     }
 
+    /// `OPTIONS`: 204 with `Allow`, and the fields of the `[[headers]]` (and `_headers`)
+    /// rules that match the target, as for a GET of it, so that a CORS preflight is answered
+    /// from the same rules as the resource (a rule's `mime` is the type the path's name gives,
+    /// its `cache_control` is for representations and left out). `OPTIONS *` and a target
+    /// that does not normalize get `Allow` alone.
+    pub(super) fn options(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+        let mut path = std::mem::take(&mut cx.path);
+        let matched = req.path != "*" && resolve::normalize_str(req.path, &mut path).is_ok();
+        let site = if matched { self.site(cx, req).ok() } else { None };
+        let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), &cx.fixed_fields);
+        h.field("Allow", super::ALLOW);
+        if let Some(site) = site {
+            let content_type = cx.mime.lookup(&path);
+            for rule in matching_rules(cx, &site, &path, content_type) {
+                for (name, value) in &rule.headers {
+                    h.field(name, value.as_bytes());
+                }
+            }
+        }
+        h.finish(self.keep, req.minor);
+        cx.path = path;
+        204
+    }
+
     fn serve_path(&mut self, cx: &mut Ctx, req: &Request<'_>, path: &mut String) -> u16 {
         let site = match self.site(cx, req) {
             Ok(s) => s,
@@ -927,18 +951,12 @@ fn representation_headers(
         }
     }
     let mut cache_control: Option<&str> = None;
-    // `[[headers]]`, then the site's `_headers` file (routing): later rules win.
-    let site_rules = if cx.routes.active { cx.routes.header_rules(site.root.map_or(0, |i| i + 1)) } else { &[] };
-    for rule in cx.cfg.header_rules.iter().chain(site_rules) {
-        let path_ok = rule.pattern.as_ref().is_none_or(|p| p.matches(url));
-        let mime_ok = rule.mime.as_ref().is_none_or(|m| original.content_type.starts_with(m.as_str()));
-        if path_ok && mime_ok {
-            if let Some(cc) = &rule.cache_control {
-                cache_control = Some(cc);
-            }
-            for (name, value) in &rule.headers {
-                h.field(name, value.as_bytes());
-            }
+    for rule in matching_rules(cx, site, url, &original.content_type) {
+        if let Some(cc) = &rule.cache_control {
+            cache_control = Some(cc);
+        }
+        for (name, value) in &rule.headers {
+            h.field(name, value.as_bytes());
         }
     }
     match (cache_control, cx.cfg.max_age) {
@@ -954,6 +972,22 @@ fn representation_headers(
         }
         (None, None) => {}
     }
+}
+
+/// The `[[headers]]` rules, then those of the site's `_headers` file (routing), that match a
+/// URL path (without thttpd's `-v` host directory) of this content type, in order: later
+/// rules win.
+fn matching_rules<'a>(
+    cx: &'a Ctx,
+    site: &Site,
+    url: &'a str,
+    content_type: &'a str,
+) -> impl Iterator<Item = &'a crate::config::HeaderRule> {
+    let site_rules = if cx.routes.active { cx.routes.header_rules(site.root.map_or(0, |i| i + 1)) } else { &[] };
+    cx.cfg.header_rules.iter().chain(site_rules).filter(move |rule| {
+        rule.pattern.as_ref().is_none_or(|p| p.matches(url))
+            && rule.mime.as_ref().is_none_or(|m| content_type.starts_with(m.as_str()))
+    })
 }
 
 /// "example.com:8080" -> "example.com"; "[::1]:80" -> "[::1]".
