@@ -431,6 +431,64 @@ fn clean_urls_with_trailing_slash_remove() {
     f.finish();
 }
 
+/// `trailing_slash = "canonical"`: each file one URL by what it is, the other spelling 308.
+#[test]
+fn canonical_urls_one_per_page() {
+    let srv = Server::builder()
+        .raw_config(&config("[routing]\ntrailing_slash = \"canonical\"\n"))
+        .setup(|_, root| {
+            write(root, "about.html", "about\n");
+            // A file and a directory without index of the same name.
+            write(root, "posts.html", "post list\n");
+            write(root, "posts/first/index.html", "first post\n");
+            // A directory with an index.
+            write(root, "docs/index.html", "docs\n");
+            // A file and a directory with an index of the same name: two pages.
+            write(root, "guide.html", "guide\n");
+            write(root, "guide/index.html", "guide index\n");
+            // A directory without an index and no page beside it.
+            write(root, "empty/.keep", "");
+            write(root, "app.js", "js\n");
+        })
+        .start();
+    let mut f = Failures::new();
+    // A file x.html is /x.
+    expect(&mut f, &srv, "/about", 200, None, Some("about\n"));
+    expect(&mut f, &srv, "/about/", 308, Some("/about"), None);
+    expect(&mut f, &srv, "/about.html", 308, Some("/about"), None);
+    expect(&mut f, &srv, "/about/?a=1&b=2", 308, Some("/about?a=1&b=2"), None);
+    expect(&mut f, &srv, "/about.html?x=1", 308, Some("/about?x=1"), None);
+    expect(&mut f, &srv, "/about?x=1", 200, None, Some("about\n"));
+    // A directory's index is /x/.
+    expect(&mut f, &srv, "/docs/", 200, None, Some("docs\n"));
+    expect(&mut f, &srv, "/docs", 308, Some("/docs/"), None);
+    expect(&mut f, &srv, "/docs?q=1", 308, Some("/docs/?q=1"), None);
+    expect(&mut f, &srv, "/docs/index.html", 308, Some("/docs/"), None);
+    expect(&mut f, &srv, "/posts/first", 308, Some("/posts/first/"), None);
+    expect(&mut f, &srv, "/posts/first/", 200, None, Some("first post\n"));
+    // A file beside a directory without an index: the directory redirects to the file.
+    expect(&mut f, &srv, "/posts", 200, None, Some("post list\n"));
+    expect(&mut f, &srv, "/posts/", 308, Some("/posts"), None);
+    expect(&mut f, &srv, "/posts/?page=2", 308, Some("/posts?page=2"), None);
+    // A file and a directory with an index: each keeps its own URL.
+    expect(&mut f, &srv, "/guide", 200, None, Some("guide\n"));
+    expect(&mut f, &srv, "/guide/", 200, None, Some("guide index\n"));
+    expect(&mut f, &srv, "/guide.html", 308, Some("/guide"), None);
+    expect(&mut f, &srv, "/guide/index.html", 308, Some("/guide/"), None);
+    // A directory without an index and nothing beside it: as without routing (403 unlisted).
+    expect(&mut f, &srv, "/empty", 308, Some("/empty/"), None);
+    expect(&mut f, &srv, "/empty/", 403, None, None);
+    // The root, other files, misses.
+    expect(&mut f, &srv, "/", 200, None, Some(std::str::from_utf8(INDEX_HTML).unwrap()));
+    expect(&mut f, &srv, "/index.html", 308, Some("/"), None);
+    expect(&mut f, &srv, "/app.js", 200, None, Some("js\n"));
+    expect(&mut f, &srv, "/app.js/", 404, None, None);
+    expect(&mut f, &srv, "/file.txt", 200, None, None);
+    expect(&mut f, &srv, "/nope", 404, None, None);
+    expect(&mut f, &srv, "/nope/", 404, None, None);
+    f.finish();
+}
+
 #[test]
 fn spa_fallback_for_html_clients_only_and_never_for_assets() {
     let srv = Server::builder()
@@ -538,10 +596,13 @@ fn a_generated_site_is_served_from_the_readme_config() {
     check("home", probe("/", html), 200, None, "<h1>My Blog</h1>");
     check("clean URL", probe("/about", html), 200, None, "<h1>About</h1>");
     check("clean URL with a query", probe("/about?ref=x", html), 200, None, "<h1>About</h1>");
-    check("extension redirect", probe("/about.html", html), 301, Some("/about"), "");
+    check("extension redirect", probe("/about.html", html), 308, Some("/about"), "");
+    check("page with a slash", probe("/about/?ref=x", html), 308, Some("/about?ref=x"), "");
     check("file beside a directory", probe("/posts", html), 200, None, "<h1>All posts</h1>");
+    check("directory without index beside a file", probe("/posts/", html), 308, Some("/posts"), "");
     check("pretty post", probe("/posts/hello-world/", html), 200, None, "Hello, world");
-    check("post without slash", probe("/posts/hello-world", html), 301, Some("/posts/hello-world/"), "");
+    check("post without slash", probe("/posts/hello-world", html), 308, Some("/posts/hello-world/"), "");
+    check("post index", probe("/posts/hello-world/index.html", html), 308, Some("/posts/hello-world/"), "");
     check("_redirects 301", probe("/blog/hello-world", html), 301, Some("/posts/hello-world/"), "");
     check("_redirects splat", probe("/feed/x", html), 302, Some("/feed.xml"), "");
     check("_redirects 200 rewrite", probe("/latest", html), 200, None, "Hello, world");

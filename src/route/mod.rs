@@ -84,6 +84,11 @@ pub enum TrailingSlash {
     /// Pages have none: `/about/` redirects to `/about`, which serves `about/index.html`
     /// or `about.html`.
     Remove,
+    /// Each page has one URL, decided by what it is (as Cloudflare Pages does): a file
+    /// `x.html` is `/x`, a directory's `x/index.html` is `/x/`; the other spelling, and
+    /// `/x.html` or `/x/index.html`, get 308 to it. A directory without an index beside
+    /// `x.html` redirects to `/x` rather than answering 403. Clean URLs are on with it.
+    Canonical,
 }
 
 /// `[routing]` and the rule arrays, as the configuration holds them.
@@ -365,7 +370,10 @@ impl Routes {
             }
         }
         match self.pages(path, query, rewritten, probe) {
-            Some(Page::Redirect(location)) => return Action::Redirect { status: 301, location },
+            Some(Page::Redirect(location)) => {
+                let status = if s.trailing_slash == TrailingSlash::Canonical { 308 } else { 301 };
+                return Action::Redirect { status, location };
+            }
             // The file a rewrite or a clean URL settled on is checked too: `/secret`
             // must not serve a hidden `/secret.html`.
             Some(Page::Serve) if self.hidden(path) => return Action::Status(404),
@@ -410,8 +418,10 @@ impl Routes {
         }
         // Allocated only once a clean-URL candidate is tried.
         let mut candidate = String::new();
+        let canonical = s.trailing_slash == TrailingSlash::Canonical && !rewritten;
+        let clean_urls = s.clean_urls || s.trailing_slash == TrailingSlash::Canonical;
         let clean = |candidate: &mut String, probe: &mut dyn FnMut(&str) -> Probe| -> bool {
-            if !s.clean_urls {
+            if !clean_urls {
                 return false;
             }
             for ext in &s.clean_url_extensions {
@@ -427,7 +437,7 @@ impl Routes {
         };
         match (slash, probe(path)) {
             (false, Probe::File) => {
-                if s.clean_urls && s.clean_url_redirect && !rewritten {
+                if clean_urls && (s.clean_url_redirect || canonical) && !rewritten {
                     if let Some(target) = self.clean_form(path) {
                         return redirect(&target);
                     }
@@ -441,6 +451,8 @@ impl Routes {
                         return redirect(&format!("{path}/"));
                     }
                     *path = candidate;
+                } else if canonical {
+                    return redirect(&format!("{path}/"));
                 } else if s.trailing_slash == TrailingSlash::Remove || rewritten {
                     path.push('/');
                 }
@@ -466,12 +478,14 @@ impl Routes {
                 if !clean(&mut candidate, probe) {
                     return None;
                 }
-                if s.trailing_slash == TrailingSlash::Remove && !rewritten {
+                if (s.trailing_slash == TrailingSlash::Remove || canonical) && !rewritten {
                     return redirect(&path[..stem_len]);
                 }
                 *path = candidate;
                 Some(Page::Serve)
             }
+            // A directory without an index beside `x.html`: the page is `/x`.
+            (true, Probe::Listing) if canonical && clean(&mut candidate, probe) => redirect(&path[..stem_len]),
             _ => Some(Page::Serve),
         }
     }
