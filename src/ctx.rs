@@ -342,12 +342,13 @@ impl Ctx {
 /// Opens the document root and logs named by the configuration (used by `--check-config`
 /// too, so a config that would fail at start fails the check).
 pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
-    let root =
-        DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
+    let root = DocRoot::open(&cfg.root)
+        .map_err(|e| StartError(format!("server.root: document root {}: {e}", cfg.root.display())))?;
     let mut vroots = Vec::with_capacity(cfg.vhosts.len());
     for v in &cfg.vhosts {
-        let r = DocRoot::open(&v.root)
-            .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
+        let r = DocRoot::open(&v.root).map_err(|e| {
+            StartError(format!("vhost.root: document root {} of virtual host {}: {e}", v.root.display(), v.host))
+        })?;
         vroots.push((v.host.clone(), r));
     }
     let (routes, route_warnings) = Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
@@ -362,15 +363,17 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
 /// appending — without creating them (a check run as root must not leave root-owned logs
 /// that the server's user then cannot open). Returns the canonical root.
 pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
-    let root =
-        DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
+    let root = DocRoot::open(&cfg.root)
+        .map_err(|e| StartError(format!("server.root: document root {}: {e}", cfg.root.display())))?;
     let mut vroots = Vec::with_capacity(cfg.vhosts.len());
     for v in &cfg.vhosts {
-        let r = DocRoot::open(&v.root)
-            .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
+        let r = DocRoot::open(&v.root).map_err(|e| {
+            StartError(format!("vhost.root: document root {} of virtual host {}: {e}", v.root.display(), v.host))
+        })?;
         vroots.push((v.host.clone(), r));
     }
     Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
+    check_error_pages(cfg, &root)?;
     check_auth_files(cfg)?;
     for (what, target) in [("access log", &cfg.access_log), ("error log", &cfg.error_log)] {
         if let crate::config::LogTarget::File(p) = target {
@@ -378,6 +381,32 @@ pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
         }
     }
     Ok(root.path().to_path_buf())
+}
+
+/// Every `[errors]` page must be a file under the document root (without it the built-in
+/// page would be sent, silently), resolved as a request for it would be. Virtual hosts may
+/// lack it (theirs falls back to the built-in page), and with thttpd's `-v` the page is per
+/// host directory: neither is checked.
+fn check_error_pages(cfg: &Config, root: &DocRoot) -> Result<(), StartError> {
+    use crate::fs::resolve::{self, ResolveError, ResolveOptions, Resolved};
+    if cfg.thttpd.vhost_dirs {
+        return Ok(());
+    }
+    let opts = ResolveOptions { symlinks: cfg.symlinks, dotfiles: cfg.dotfiles, index: &[], site_depth: 0 };
+    for (status, page) in &cfg.error_pages {
+        let url = if page.starts_with('/') { page.clone() } else { format!("/{page}") };
+        let why = match resolve::resolve(root, &url, &opts) {
+            Ok(Resolved::File { .. }) => continue,
+            Ok(_) => "a directory, not a file".to_string(),
+            Err(ResolveError::NotFound) => "no such file".to_string(),
+            Err(e) => format!("cannot be served (a request for it gets {})", e.status()),
+        };
+        return Err(StartError(format!(
+            "errors.{status} = {page:?}: {why} under the document root {}",
+            root.path().display()
+        )));
+    }
+    Ok(())
 }
 
 /// Every `[[auth]]` password file must be there when the configuration is loaded (it is read

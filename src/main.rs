@@ -468,7 +468,7 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
     let mut announced = false;
     if cfg.thttpd.daemonize || stdout_taken {
         if !cfg.root.is_dir() {
-            return Err(r.fail(format_args!("document root {}: not a directory", cfg.root.display())));
+            return Err(r.fail(format_args!("server.root: document root {}: not a directory", cfg.root.display())));
         }
         print_addrs(&root_before, &addrs, cfg.tls.listen.len());
         announced = true;

@@ -364,3 +364,57 @@ fn port_listen_and_root_options_are_in_the_help() {
     }
     assert!(out.contains("--root DIR"), "{out}");
 }
+
+/// `--check-config` on a bad configuration: exit 1 and one line on stderr naming the key, in
+/// words (no Rust type names).
+fn check_fails(d: &Path, text: &str, must: &[&str]) {
+    let cfg = write_config(d, text);
+    let o = run_cli(&["--config", &cfg, "--check-config"], Some(d));
+    assert_eq!(o.code, Some(1), "{text}: {o:?}");
+    let err = o.stderr.trim_end();
+    assert_eq!(err.lines().count(), 1, "one line for {text:?}: {err}");
+    for m in must {
+        assert!(err.contains(m), "{text:?}: {m:?} missing from: {err}");
+    }
+    for jargon in ["i64", "u64", "untagged", "enum Raw", "sequence"] {
+        assert!(!err.contains(jargon), "{text:?}: Rust jargon {jargon:?} in: {err}");
+    }
+}
+
+#[test]
+fn check_config_names_the_key_of_each_bad_input() {
+    let d = tmp();
+    let dir = d.path();
+    // Type errors.
+    check_fails(
+        dir,
+        &config_with(dir, "[http]\nmax_headers = \"x\"\n"),
+        &["line 5", "http.max_headers", "whole number", "\"x\""],
+    );
+    check_fails(dir, &config_with(dir, "[listing]\nenabled = 1\n"), &["line 5", "listing.enabled", "true or false"]);
+    check_fails(dir, &config_with(dir, "[http]\nkeepalive_timeout = true\n"), &["http.keepalive_timeout", "\"10s\""]);
+    check_fails(dir, &config_with(dir, "workers = [1]\n"), &["server.workers", "\"auto\""]);
+    check_fails(dir, "[server]\nlisten = \"127.0.0.1:0\"\n", &["line 2", "server.listen", "a list"]);
+    // Files the keys name.
+    check_fails(
+        dir,
+        &config_with(dir, "[errors]\n404 = \"missing.html\"\n"),
+        &["errors.404", "missing.html", "no such file"],
+    );
+    check_fails(dir, "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"no-such-dir\"\n", &["server.root", "no-such-dir"]);
+    check_fails(
+        dir,
+        &config_with(dir, "[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"no.crt\"\nkey = \"no.key\"\n"),
+        if cfg!(feature = "tls") { &["tls.cert", "no.crt"][..] } else { &["tls"][..] },
+    );
+    check_fails(
+        dir,
+        &config_with(dir, "[[auth]]\npath = \"/x/\"\nrealm = \"x\"\nhtpasswd = \"no.htpasswd\"\n"),
+        &["auth.htpasswd", "no.htpasswd"],
+    );
+    // An error page that is there passes.
+    fs::write(dir.join("root/missing.html"), "here now\n").unwrap();
+    let cfg = write_config(dir, &config_with(dir, "[errors]\n404 = \"missing.html\"\n"));
+    let o = run_cli(&["--config", &cfg, "--check-config"], Some(dir));
+    assert_eq!(o.code, Some(0), "{o:?}");
+}

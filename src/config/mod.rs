@@ -8,6 +8,7 @@
 
 pub mod cli;
 mod raw;
+mod words;
 
 use std::collections::BTreeMap;
 use std::fmt;

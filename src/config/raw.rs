@@ -498,7 +498,7 @@ pub(crate) fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, String> {
 
 pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), ConfigError> {
     let raw: Raw = toml::from_str(text).map_err(|e| {
-        let msg = e.message().trim_end().to_string();
+        let msg = super::words::plain(e.message().trim_end());
         match e.span() {
             Some(span) => {
                 let line = line_of(text, span.start);

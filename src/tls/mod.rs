@@ -57,16 +57,17 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
     let provider = provider();
     let now = SystemTime::now();
     let mut warnings = Vec::new();
-    let mut load = |files| -> Result<_, String> {
-        let l = certs::load(files, &provider, now)?;
+    // Errors name the keys the files come from (`tls.cert`/`tls.key`, or the virtual host's).
+    let mut load = |files, keys: &str| -> Result<_, String> {
+        let l = certs::load(files, &provider, now).map_err(|e| format!("{keys}: {e}"))?;
         warnings.extend(l.warning);
         Ok(l.key)
     };
-    let default = load(default)?;
+    let default = load(default, "tls.cert, tls.key")?;
     let mut by_name = Vec::new();
     for v in &cfg.vhosts {
         if let Some(files) = &v.tls {
-            by_name.push((v.host.clone(), load(files)?));
+            by_name.push((v.host.clone(), load(files, &format!("vhost {} cert, key", v.host))?));
         }
     }
     let resolver = sni::SniResolver::new(default, by_name);
