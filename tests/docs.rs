@@ -414,6 +414,8 @@ fn man_page_config_examples_are_valid() {
                     ("/srv/app", "app"),
                 ] {
                     fs::create_dir_all(d.join(to)).unwrap();
+                    // The error page the examples name (--check-config wants it there).
+                    fs::write(d.join(to).join("404.html"), "not found\n").unwrap();
                     toml = toml.replace(from, d.join(to).to_str().unwrap());
                 }
                 let file = d.join(format!("example{checked}.toml"));
