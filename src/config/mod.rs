@@ -254,7 +254,7 @@ pub struct Config {
     pub defer_accept: DeferAccept,
     pub pid_file: Option<PathBuf>,
     pub sendfile: bool,
-    /// With `sendfile`: bodies of at least `conn::LOOPBACK_COPY_MIN` to a loopback peer are
+    /// With `sendfile`: bodies of at least `conn::h1::LOOPBACK_COPY_MIN` to a loopback peer are
     /// copied instead (the staged path of `sendfile = false`): on loopback the client's reads
     /// of spliced page-cache pages cost it more than the copy costs the server.
     pub loopback_copy: bool,

@@ -1,6 +1,6 @@
 //! Site routing: what a request path maps to, decided once, before the file cache.
 //!
-//! `conn::serve` asks [`Routes::route`] about every GET/HEAD of a site that has routing
+//! `serve::routing` asks [`Routes::route`] about every GET/HEAD of a site that has routing
 //! configured; a configuration without any (`Routes::active` false) never calls it, so such
 //! a site takes exactly the path it took before routing existed: no allocation, no lookup.
 //! Routing sits above the protocol: it sees a normalized path, a query, and an `Accept`
