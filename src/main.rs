@@ -23,7 +23,8 @@ use std::process::ExitCode;
 use std::rc::Rc;
 
 use ferrohttpd::config::cli::{self, Command, Launch, Mode};
-use ferrohttpd::config::{Config, LogTarget};
+use ferrohttpd::config::Config;
+use ferrohttpd::log::LogTarget;
 use ferrohttpd::server::{self, Server, StartError};
 use ferrohttpd::thttpd::privs;
 use ferrohttpd::thttpd::syslog::{Severity, Syslog};

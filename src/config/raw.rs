@@ -9,8 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Config, ConfigError, DeferAccept, LogFormat, LogTarget};
+use super::{Config, ConfigError, DeferAccept};
 use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
+use crate::log::{LogFormat, LogTarget};
 
 type S<T> = Option<Spanned<T>>;
 
@@ -550,7 +551,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = s.trusted_proxies {
             let mut nets = Vec::new();
             for a in v.get_ref() {
-                match crate::status::Net::parse(a) {
+                match crate::http::net::Net::parse(a) {
                     Some(n) => nets.push(n),
                     None => {
                         return cx.err(
@@ -731,7 +732,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = st.allow {
             let mut nets = Vec::new();
             for a in v.get_ref() {
-                match crate::status::Net::parse(a) {
+                match crate::http::net::Net::parse(a) {
                     Some(n) => nets.push(n),
                     None => {
                         return cx.err("status.allow", v.span(), format_args!("\"{a}\" is not an address or network"))
@@ -869,7 +870,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 }
                 headers.push((name.clone(), cx.header_value(&key, &value)?));
             }
-            out.push(crate::config::HeaderRule { pattern, mime, cache_control, headers });
+            out.push(crate::route::HeaderRule { pattern, mime, cache_control, headers });
         }
         cfg.header_rules = out;
     }
