@@ -14,6 +14,8 @@
 //! [`log`] when the last byte is out, and the connection goes back to idle (keep-alive) or
 //! closes. Configuration comes from [`config`]: a TOML file and thttpd-style flags.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod access;
 pub mod background;
 #[cfg(feature = "compression")]

@@ -14,6 +14,8 @@
 //! standard output (the access log) or standard error (the error log), which the daemon does
 //! not otherwise use; as with thttpd, it cannot be reopened then, and a warning says so.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{Ipv6Addr, SocketAddr};
