@@ -19,6 +19,8 @@
 //! frames. The access record is completed in [`log`] when the last byte is out.
 //! Configuration comes from [`config`]: a TOML file and thttpd-style flags.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod access;
 pub mod background;
 #[cfg(feature = "compression")]

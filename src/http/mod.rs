@@ -11,6 +11,7 @@ pub mod encoding;
 pub mod forwarded;
 pub mod media;
 pub mod mime;
+pub mod net;
 pub mod range;
 pub mod request;
 pub mod response;
