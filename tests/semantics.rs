@@ -1363,12 +1363,23 @@ fn compress_is_in_the_server_binary_itself() {
     fs::copy(BIN, &lonely).unwrap();
     let site = dir.path().join("site");
     write(&site, "a.html", &"<p>x</p>\n".repeat(100).into_bytes());
-    let out = std::process::Command::new(&lonely)
-        .arg("compress")
-        .arg(&site)
-        .env("PATH", dir.path().join("empty"))
-        .output()
-        .unwrap();
+    // A test thread that forks while the copy is open for writing holds it until its exec:
+    // ETXTBSY for a moment, so the exec is retried (bounded).
+    let mut tries = 0;
+    let out = loop {
+        match std::process::Command::new(&lonely)
+            .arg("compress")
+            .arg(&site)
+            .env("PATH", dir.path().join("empty"))
+            .output()
+        {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(gunzip(&fs::read(site.join("a.html.gz")).unwrap()) == "<p>x</p>\n".repeat(100).into_bytes());
 }
