@@ -63,8 +63,8 @@ use crate::ctx::Ctx;
 use crate::fs::cache::FileEntry;
 use crate::h2::frame::{self, Code, PREFACE};
 use crate::h2::priority::Priority;
-use crate::h2::request::Fields;
 use crate::h2::session::{self, Event, Field, Session};
+use crate::http::fields::{connection_specific, Fields};
 use crate::http::request::Limits;
 use crate::log::{RequestLine, HTTP2};
 use crate::serve::{self, Body, Exchange};
@@ -882,18 +882,6 @@ impl Conn {
 /// `h2_fields`), 0, 0]`.
 const PAIR: usize = 0;
 const ENCODED: usize = 1;
-
-/// The fields HTTP/2 forbids (RFC 9113 §8.2.2), by length first: most names are not one of
-/// these lengths.
-fn connection_specific(name: &[u8]) -> bool {
-    match name.len() {
-        7 => name.eq_ignore_ascii_case(b"upgrade"),
-        10 => name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive"),
-        16 => name.eq_ignore_ascii_case(b"proxy-connection"),
-        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
-        _ => false,
-    }
-}
 
 /// The queue position of the stream to cut the next frame from, by [`Stream::rank`], of those
 /// that can send now (a stream reset meanwhile first, to be dropped); `None` if none can.
