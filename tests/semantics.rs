@@ -316,6 +316,628 @@ fn unbrotli(data: &[u8]) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// One table of cases, run over every protocol and transport the build has (issue 34)
+//
+// A case is a request and what its response must be; `run_table` runs each case over each row
+// of `proto::rows()` (HTTP/1.1, h2c, HTTP/1.1 over TLS, h2 over TLS, as the cargo features
+// allow) against one server per configuration. What the protocols must do differently is not
+// here but in `Proto::check_framing` (status line text over HTTP/1.1; no connection-specific
+// fields and lowercase names over HTTP/2), applied to every response. A later protocol is one
+// more row.
+// ---------------------------------------------------------------------------------------------
+
+/// What a case expects of the body.
+enum Body {
+    /// Anything (the status and fields say enough).
+    Any,
+    /// Exactly these bytes (none for HEAD, whatever is given).
+    Is(Vec<u8>),
+    /// A full 200 of these bytes: no `Content-Range`, `Accept-Ranges: bytes` ([`check_full`]).
+    Full(Vec<u8>),
+    /// One range: `Content-Range: bytes first-last/total`, these bytes ([`check_206`]).
+    Range(u64, u64, u64, Vec<u8>),
+    /// `multipart/byteranges` of a representation of length `total` and type `content_type`,
+    /// with these parts ([`check_multipart`]).
+    Multipart(u64, &'static str, Parts),
+}
+
+type Custom = Box<dyn Fn(&Response) -> Result<(), String>>;
+
+/// A request and what its response must be, on every row.
+struct Case {
+    name: String,
+    method: &'static str,
+    path: String,
+    fields: Vec<(String, String)>,
+    status: u16,
+    body: Body,
+    /// Fields that must appear exactly once with exactly this value.
+    equal: Vec<(&'static str, String)>,
+    /// Fields that must be absent.
+    absent: Vec<&'static str>,
+    /// (field, token): the field's list must hold the token.
+    tokens: Vec<(&'static str, &'static str)>,
+    /// Anything else, as a check of its own.
+    custom: Vec<Custom>,
+}
+
+fn case(method: &'static str, path: &str) -> Case {
+    Case {
+        name: String::new(),
+        method,
+        path: path.to_string(),
+        fields: vec![],
+        status: 200,
+        body: Body::Any,
+        equal: vec![],
+        absent: vec![],
+        tokens: vec![],
+        custom: vec![],
+    }
+}
+
+fn get(path: &str) -> Case {
+    case("GET", path)
+}
+
+fn head(path: &str) -> Case {
+    case("HEAD", path)
+}
+
+impl Case {
+    fn named(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
+    }
+    fn field(mut self, name: &str, value: &str) -> Self {
+        self.fields.push((name.to_string(), value.to_string()));
+        self
+    }
+    fn status(mut self, status: u16) -> Self {
+        self.status = status;
+        self
+    }
+    fn body(mut self, body: Body) -> Self {
+        self.body = body;
+        self
+    }
+    fn eq(mut self, name: &'static str, value: &str) -> Self {
+        self.equal.push((name, value.to_string()));
+        self
+    }
+    fn absent(mut self, name: &'static str) -> Self {
+        self.absent.push(name);
+        self
+    }
+    fn token(mut self, name: &'static str, token: &'static str) -> Self {
+        self.tokens.push((name, token));
+        self
+    }
+    fn check(mut self, f: impl Fn(&Response) -> Result<(), String> + 'static) -> Self {
+        self.custom.push(Box::new(f));
+        self
+    }
+
+    fn describe(&self) -> String {
+        let fields: Vec<String> = self.fields.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+        let name = if self.name.is_empty() { String::new() } else { format!(" ({})", self.name) };
+        format!("{} {} {fields:?}{name}", self.method, self.path)
+    }
+
+    fn verify(&self, r: &Response) -> Result<(), String> {
+        let head = self.method == "HEAD";
+        if r.status != self.status {
+            return Err(format!("expected {}, got:\n{}", self.status, r.describe()));
+        }
+        r.check_common(head)?;
+        if head && !r.body.is_empty() {
+            return Err(format!("a body on a HEAD response:\n{}", r.describe()));
+        }
+        match &self.body {
+            Body::Any => Ok(()),
+            Body::Is(b) if head || self.status == 304 => {
+                if r.body.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("no body expected ({} would be GET's):\n{}", b.len(), r.describe()))
+                }
+            }
+            Body::Is(b) if r.body == *b => Ok(()),
+            Body::Is(b) => Err(format!("expected a body of {} bytes: {}\n{}", b.len(), show(b), r.describe())),
+            Body::Full(b) => check_full(r, b),
+            Body::Range(a, z, total, b) => check_206(r, *a, *z, *total, b),
+            Body::Multipart(total, ct, parts) => check_multipart(r, *total, ct, parts),
+        }?;
+        for (n, v) in &self.equal {
+            if r.headers_named(n) != [v.as_str()] {
+                return Err(format!("expected exactly `{n}: {v}`:\n{}", r.describe()));
+            }
+        }
+        for n in &self.absent {
+            if r.header(n).is_some() {
+                return Err(format!("expected no {n}:\n{}", r.describe()));
+            }
+        }
+        for (n, t) in &self.tokens {
+            if !r.header_has_token(n, t) {
+                return Err(format!("expected {n} to list {t}:\n{}", r.describe()));
+            }
+        }
+        self.custom.iter().try_for_each(|f| f(r))
+    }
+}
+
+/// Runs every case over every row; panics once with every failure. Prints the pass count of
+/// each row (`--nocapture` shows it).
+fn run_table(table: &str, srv: &Server, cases: &[Case]) {
+    let mut f = Failures::new();
+    for proto in proto::rows() {
+        let mut passed = 0;
+        for c in cases {
+            let fields: Vec<(&str, &str)> = c.fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let res = proto::fetch(srv, proto, c.method, &c.path, &fields).and_then(|r| c.verify(&r));
+            passed += usize::from(res.is_ok());
+            f.check(&format!("[{}] {}", proto.name(), c.describe()), res);
+        }
+        eprintln!("table {table}: {}: {passed}/{} cases pass", proto.name(), cases.len());
+    }
+    f.finish();
+}
+
+/// The ETag the server gives `path` (over HTTP/1.1), checked strong.
+fn etag_of(srv: &Server, path: &str, fields: &[(&str, &str)]) -> String {
+    strong_etag(&proto::fetch(srv, proto::Proto::H1, "GET", path, fields).unwrap()).unwrap()
+}
+
+/// `Expires` is `Date` + `secs` (±2 s), both IMF-fixdates.
+fn expires_after(secs: i64) -> impl Fn(&Response) -> Result<(), String> {
+    move |r| {
+        let date = r.header("date").and_then(parse_http_date);
+        let exp = match r.headers_named("expires")[..] {
+            [one] => parse_http_date(one),
+            _ => None,
+        };
+        match (date, exp) {
+            (Some(d), Some(e)) if (secs - 2..=secs + 2).contains(&(e as i64 - d as i64)) => Ok(()),
+            _ => Err(format!("expected one Expires = Date + {secs} s:\n{}", r.describe())),
+        }
+    }
+}
+
+/// The standard fixture plus r.txt (ranges), the precompressed x.css and old.css, and list/
+/// (listing off): the default configuration.
+fn plain_site() -> Server {
+    proto::for_every_row(Server::builder().config(proto::tls_section()))
+        .setup(|_, root| {
+            write(root, "r.txt", &r_data());
+            precompressed_files(root);
+            list_files(root);
+        })
+        .start()
+}
+
+#[test]
+fn table_validators_preconditions_and_if_range() {
+    let srv = plain_site();
+    let e = etag_of(&srv, "/file.txt", &[]);
+    let weak = format!("W/{e}");
+    let lm = FILE_TXT_LAST_MODIFIED;
+    let older = format_http_date(FILE_TXT_MTIME - 86_400);
+    let newer = format_http_date(FILE_TXT_MTIME + 86_400);
+    let just_before = format_http_date(FILE_TXT_MTIME - 1);
+    let just_after = format_http_date(FILE_TXT_MTIME + 1);
+    let list = format!("\"nope\", {e}, \"other\"");
+    let weak_list = format!("\"nope\",{weak}");
+    let l = FILE_TXT.len() as u64;
+    let full = |c: Case| c.status(200).body(Body::Full(FILE_TXT.to_vec())).eq("etag", &e);
+    let ok = |c: Case| c.status(200).body(Body::Is(FILE_TXT.to_vec())).eq("etag", &e);
+    let not_modified = |c: Case| c.status(304).body(Body::Is(vec![])).eq("etag", &e).eq("last-modified", lm);
+    let failed = |c: Case| c.status(412);
+    let mut cases = vec![
+        // Validators: strong, the same on GET, HEAD and 206; no caching policy without max_age.
+        ok(get("/file.txt")).eq("last-modified", lm).absent("cache-control").absent("expires"),
+        ok(head("/file.txt")).eq("last-modified", lm).eq("content-length", &l.to_string()),
+        get("/file.txt").field("Range", "bytes=0-0").body(Body::Range(0, 0, l, b"h".to_vec())).status(206).eq("etag", &e),
+        get("/").status(200).body(Body::Is(INDEX_HTML.to_vec())).eq("etag", &etag_of(&srv, "/index.html", &[])),
+        // Preconditions, in RFC 9110 §13.2.2 order.
+        failed(get("/file.txt").field("If-Match", "\"nope\"")),
+        ok(get("/file.txt").field("If-Match", "*")),
+        ok(get("/file.txt").field("If-Match", &e)),
+        ok(get("/file.txt").field("If-Match", &list)),
+        failed(get("/file.txt").field("If-Match", &weak)).named("strong comparison"),
+        failed(get("/file.txt").field("If-Unmodified-Since", &older)),
+        failed(get("/file.txt").field("If-Unmodified-Since", &just_before)),
+        ok(get("/file.txt").field("If-Unmodified-Since", lm)),
+        ok(get("/file.txt").field("If-Unmodified-Since", &newer)),
+        ok(get("/file.txt").field("If-Unmodified-Since", "not a date")).named("invalid is ignored"),
+        ok(get("/file.txt").field("If-Match", &e).field("If-Unmodified-Since", &older)).named("If-Match wins"),
+        failed(get("/file.txt").field("If-Match", "\"nope\"").field("If-None-Match", &e)),
+        not_modified(get("/file.txt").field("If-None-Match", &e)),
+        not_modified(get("/file.txt").field("If-None-Match", &weak)).named("weak comparison"),
+        not_modified(get("/file.txt").field("If-None-Match", &list)),
+        not_modified(get("/file.txt").field("If-None-Match", &weak_list)),
+        ok(get("/file.txt").field("If-None-Match", "\"a\", \"b\"")),
+        not_modified(get("/file.txt").field("If-None-Match", "*")),
+        ok(get("/file.txt").field("If-None-Match", "\"nope\"").field("If-Modified-Since", &newer))
+            .named("If-None-Match wins"),
+        not_modified(get("/file.txt").field("If-None-Match", &e).field("If-Modified-Since", &older))
+            .named("If-None-Match wins"),
+        not_modified(get("/file.txt").field("If-Modified-Since", lm)),
+        not_modified(get("/file.txt").field("If-Modified-Since", &newer)),
+        ok(get("/file.txt").field("If-Modified-Since", &older)),
+        ok(get("/file.txt").field("If-Modified-Since", &just_before)),
+        ok(get("/file.txt").field("If-Modified-Since", "yesterday")).named("invalid is ignored"),
+        not_modified(get("/file.txt").field("If-Modified-Since", "Thursday, 02-Jan-20 03:04:05 GMT")),
+        not_modified(get("/file.txt").field("If-Modified-Since", "Thu Jan  2 03:04:05 2020")),
+        failed(head("/file.txt").field("If-Match", "\"nope\"")),
+        ok(head("/file.txt").field("If-Match", "*")),
+        failed(head("/file.txt").field("If-Unmodified-Since", &older)),
+        not_modified(head("/file.txt").field("If-None-Match", &e)),
+        not_modified(head("/file.txt").field("If-None-Match", &weak)),
+        not_modified(head("/file.txt").field("If-Modified-Since", lm)),
+        ok(head("/file.txt").field("If-Modified-Since", &older)),
+    ];
+    // If-Range (RFC 9110 §13.1.5): a strong match or an exact date sends the range.
+    for (value, partial) in [
+        (e.as_str(), true),
+        ("\"0-0-0\"", false),
+        (weak.as_str(), false),
+        (lm, true),
+        ("Thursday, 02-Jan-20 03:04:05 GMT", true),
+        (just_after.as_str(), false),
+        (just_before.as_str(), false),
+        ("garbage", false),
+    ] {
+        let c = get("/file.txt").field("Range", "bytes=0-4").field("If-Range", value);
+        cases.push(if partial { c.status(206).body(Body::Range(0, 4, l, b"hello".to_vec())) } else { full(c) });
+    }
+    cases.push(full(get("/file.txt").field("If-Range", &e)).named("If-Range without Range"));
+    run_table("validators", &srv, &cases);
+}
+
+#[test]
+fn table_ranges() {
+    let srv = plain_site();
+    let d = r_data();
+    let l = R_LEN as u64;
+    let e = etag_of(&srv, "/r.txt", &[]);
+    let ct = "text/plain; charset=utf-8";
+    let part = |a: u64, b: u64| (a, b, d[a as usize..=b as usize].to_vec());
+    let mut cases = vec![get("/r.txt").body(Body::Full(d.clone())).eq("etag", &e)];
+    for (range, a, b) in [
+        ("bytes=0-9", 0, 9),
+        ("bytes=10-", 10, l - 1),
+        ("bytes=-5", l - 5, l - 1),
+        ("bytes=1990-5000", 1990, l - 1),
+        ("bytes=1999-1999", 1999, 1999),
+        ("bytes=0-0", 0, 0),
+        ("bytes=-5000", 0, l - 1),
+        ("bytes=0-99999999999999999999999", 0, l - 1),
+        ("bytes=0-", 0, l - 1),
+        ("bytes=5000-6000, 100-199", 100, 199),
+        ("BYTES=0-9", 0, 9),
+        // Overlapping and adjacent ranges are merged into one.
+        ("bytes=0-99,50-149", 0, 149),
+        ("bytes=0-9,10-19", 0, 19),
+        ("bytes=10-19,0-9", 0, 19),
+        ("bytes=100-199,150-160", 100, 199),
+        ("bytes=1900-,-50", 1900, l - 1),
+        ("bytes=0-9,12-20", 0, 20),
+    ] {
+        cases.push(
+            get("/r.txt")
+                .field("Range", range)
+                .status(206)
+                .body(Body::Range(a, b, l, d[a as usize..=b as usize].to_vec()))
+                .eq("content-type", ct)
+                .eq("etag", &e),
+        );
+    }
+    for range in ["bytes=5000-", "bytes=2000-2000", "bytes=-0", "bytes=2000-, 3000-3100"] {
+        cases.push(get("/r.txt").field("Range", range).status(416).eq("content-range", &format!("bytes */{l}")));
+    }
+    // Invalid or foreign ranges are ignored.
+    for range in [
+        "bytes=abc",
+        "bytes=5-1",
+        "items=0-9",
+        "bytes 0-9",
+        "bytes=",
+        "bytes=,",
+        "bytes=0-9,x",
+        "bytes=--5",
+        "bytes=1-2-3",
+        "bytes=0x10-0x20",
+        "bytes=-",
+        "bytes=+1-2",
+    ] {
+        cases.push(get("/r.txt").field("Range", range).body(Body::Full(d.clone())));
+    }
+    for (range, parts) in [
+        ("bytes=0-9,500-509,1990-", vec![part(0, 9), part(500, 509), part(1990, l - 1)]),
+        ("bytes=0-0,-1", vec![part(0, 0), part(l - 1, l - 1)]),
+        ("bytes=100-199, 1000-1099", vec![part(100, 199), part(1000, 1099)]),
+        ("bytes=0-9,400-409,9000-9999", vec![part(0, 9), part(400, 409)]),
+        ("bytes=0-9,1000-1009", vec![part(0, 9), part(1000, 1009)]),
+    ] {
+        cases.push(get("/r.txt").field("Range", range).status(206).body(Body::Multipart(l, ct, parts)));
+    }
+    run_table("ranges", &srv, &cases);
+}
+
+#[test]
+fn table_precompressed_siblings_and_vary() {
+    let srv = plain_site();
+    let css = css_source();
+    let gz = fs::read(srv.root().join("x.css.gz")).unwrap();
+    let br = fs::read(srv.root().join("x.css.br")).unwrap();
+    let (gl, bl, cl) = (gz.len() as u64, br.len() as u64, css.len() as u64);
+    let e_id = etag_of(&srv, "/x.css", &[]);
+    let e_gz = etag_of(&srv, "/x.css", &[("Accept-Encoding", "gzip")]);
+    let e_br = etag_of(&srv, "/x.css", &[("Accept-Encoding", "br")]);
+    assert!(e_id != e_gz && e_gz != e_br && e_id != e_br, "{e_id} {e_gz} {e_br}");
+    let variant = |ae: &str, coding: Option<&'static str>| {
+        let c = get("/x.css").eq("content-type", "text/css; charset=utf-8").token("vary", "Accept-Encoding");
+        let c = if ae.is_empty() { c } else { c.field("Accept-Encoding", ae) };
+        match coding {
+            None => c.body(Body::Is(css.clone())).absent("content-encoding").eq("etag", &e_id),
+            Some("gzip") => c.body(Body::Is(gz.clone())).eq("content-encoding", "gzip").eq("etag", &e_gz),
+            Some(_) => c.body(Body::Is(br.clone())).eq("content-encoding", "br").eq("etag", &e_br),
+        }
+    };
+    let mut cases = vec![];
+    for (ae, coding) in [
+        ("", None),
+        ("br, gzip", Some("br")),
+        ("gzip, br", Some("br")),
+        ("gzip;q=1, br;q=0.5", Some("gzip")),
+        ("gzip", Some("gzip")),
+        ("GZIP", Some("gzip")),
+        ("br", Some("br")),
+        ("br;q=0, gzip", Some("gzip")),
+        ("deflate", None),
+        ("identity;q=0, *;q=0", None),
+        ("identity", None),
+    ] {
+        cases.push(variant(ae, coding));
+    }
+    cases.extend([
+        head("/x.css")
+            .field("Accept-Encoding", "br, gzip")
+            .eq("content-encoding", "br")
+            .eq("content-length", &bl.to_string())
+            .token("vary", "Accept-Encoding"),
+        // The sibling itself is an ordinary file.
+        get("/x.css.gz").field("Accept-Encoding", "gzip, br").body(Body::Is(gz.clone())).absent("content-encoding"),
+        // A sibling older than its original is ignored.
+        get("/old.css").field("Accept-Encoding", "gzip").body(Body::Is(b"body { color: old; }\n".to_vec())),
+        // Ranges, If-None-Match and If-Range apply to the selected representation.
+        get("/x.css")
+            .field("Accept-Encoding", "gzip")
+            .field("Range", "bytes=0-9")
+            .status(206)
+            .body(Body::Range(0, 9, gl, gz[..10].to_vec()))
+            .eq("content-encoding", "gzip")
+            .token("vary", "Accept-Encoding"),
+        get("/x.css")
+            .field("Accept-Encoding", "br")
+            .field("Range", "bytes=-4")
+            .status(206)
+            .body(Body::Range(bl - 4, bl - 1, bl, br[br.len() - 4..].to_vec()))
+            .eq("content-encoding", "br"),
+        get("/x.css").field("Range", "bytes=0-9").status(206).body(Body::Range(0, 9, cl, css[..10].to_vec())),
+        get("/x.css")
+            .field("Accept-Encoding", "gzip")
+            .field("If-None-Match", &e_gz)
+            .status(304)
+            .eq("etag", &e_gz)
+            .token("vary", "Accept-Encoding"),
+        variant("gzip", Some("gzip")).field("If-None-Match", &e_id),
+        variant("", None).field("If-None-Match", &e_gz),
+        get("/x.css")
+            .field("Accept-Encoding", "gzip")
+            .field("Range", "bytes=0-9")
+            .field("If-Range", &e_gz)
+            .status(206)
+            .body(Body::Range(0, 9, gl, gz[..10].to_vec())),
+        variant("gzip", Some("gzip")).field("Range", "bytes=0-9").field("If-Range", &e_id),
+    ]);
+    run_table("precompressed", &srv, &cases);
+}
+
+#[test]
+fn table_errors_methods_and_listing_off() {
+    let srv = plain_site();
+    let allow = "GET, HEAD, OPTIONS";
+    let error_page = |c: Case| c.check(|r: &Response| r.check_error_body());
+    let cases = vec![
+        error_page(get("/missing.txt").status(404)).check(|r| {
+            if r.body_text().contains("404") {
+                Ok(())
+            } else {
+                Err(format!("the built-in 404 page names its status:\n{}", r.describe()))
+            }
+        }),
+        head("/missing.txt").status(404).eq("content-type", "text/html; charset=utf-8"),
+        error_page(get("/.secret").status(403)),
+        error_page(get("/noindex/").status(403)).named("listing off by default"),
+        error_page(get("/list/").status(403)),
+        error_page(get("/list/?format=json").status(403)),
+        error_page(get("/list/").field("Accept", "application/json").status(403)),
+        case("OPTIONS", "/file.txt").status(204).eq("allow", allow).body(Body::Is(vec![])),
+        case("OPTIONS", "/").status(204).eq("allow", allow).body(Body::Is(vec![])),
+        case("OPTIONS", "*").status(204).eq("allow", allow).body(Body::Is(vec![])),
+        error_page(case("POST", "/file.txt").status(405)).eq("allow", allow),
+        error_page(case("DELETE", "/file.txt").status(405)).eq("allow", allow),
+        error_page(case("PUT", "/file.txt").status(405)).eq("allow", allow),
+    ];
+    run_table("errors", &srv, &cases);
+}
+
+/// A site with a caching policy, `[[headers]]` rules, configured error pages, at most 4
+/// ranges and listings on.
+fn policy_site() -> Server {
+    proto::for_every_row(Server::builder())
+        .raw_config(&format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\n\
+             [http]\nmax_age = 60\nmax_ranges = 4\n\
+             [listing]\nenabled = true\n\
+             [errors]\n404 = \"errors/404.html\"\n403 = \"errors/forbidden.txt\"\n\
+             [log]\naccess = \"off\"\nerror = \"-\"\n{}\
+             [[headers]]\nmatch = \"/assets/**\"\ncache_control = \"public, max-age=31536000, immutable\"\n\
+             [[headers]]\nmime = \"text/html\"\nheaders = {{ \"X-Frame-Options\" = \"DENY\" }}\n",
+            proto::tls_section()
+        ))
+        .setup(|_, root| {
+            write(root, "assets/app.css", b"a{}\n");
+            write(root, "assets/sub/deep.js", b"let x;\n");
+            write(root, "assets/page.html", b"<p>asset page</p>\n");
+            write(root, "notassets/x.css", b"b{}\n");
+            write(root, "errors/404.html", CUSTOM_404);
+            write(root, "errors/forbidden.txt", CUSTOM_403);
+            write(root, "r.txt", &r_data());
+            list_files(root);
+        })
+        .start()
+}
+
+#[test]
+fn table_cache_headers_rules_error_pages_and_listings() {
+    let srv = policy_site();
+    let immutable = "public, max-age=31536000, immutable";
+    let e_app = etag_of(&srv, "/assets/app.css", &[]);
+    let e_file = etag_of(&srv, "/file.txt", &[]);
+    let d = r_data();
+    let l = R_LEN as u64;
+    let part = |a: u64, b: u64| (a, b, d[a as usize..=b as usize].to_vec());
+    let mut cases = vec![];
+    // (path, Cache-Control, X-Frame-Options expected)
+    for (path, cc, xfo) in [
+        ("/file.txt", "max-age=60", false),
+        ("/style.css", "max-age=60", false),
+        ("/notassets/x.css", "max-age=60", false),
+        ("/index.html", "max-age=60", true),
+        ("/", "max-age=60", true),
+        ("/assets/app.css", immutable, false),
+        ("/assets/sub/deep.js", immutable, false),
+        ("/assets/page.html", immutable, true),
+    ] {
+        let c = get(path).eq("cache-control", cc);
+        let c = if cc == "max-age=60" { c.check(expires_after(60)) } else { c };
+        cases.push(if xfo { c.eq("x-frame-options", "DENY") } else { c.absent("x-frame-options") });
+    }
+    cases.extend([
+        // A 304 carries the validators and the caching policy, no body.
+        get("/file.txt")
+            .field("If-None-Match", &e_file)
+            .status(304)
+            .body(Body::Is(vec![]))
+            .eq("etag", &e_file)
+            .eq("last-modified", FILE_TXT_LAST_MODIFIED)
+            .eq("cache-control", "max-age=60")
+            .check(expires_after(60))
+            .check(|r| match r.header("content-length") {
+                Some(cl) if cl != FILE_TXT.len().to_string() => {
+                    Err(format!("a 304 may only announce the 200's length:\n{}", r.describe()))
+                }
+                _ => Ok(()),
+            }),
+        head("/file.txt")
+            .field("If-Modified-Since", FILE_TXT_LAST_MODIFIED)
+            .status(304)
+            .eq("etag", &e_file)
+            .eq("cache-control", "max-age=60")
+            .check(expires_after(60)),
+        get("/assets/app.css").field("If-None-Match", &e_app).status(304).eq("cache-control", immutable),
+        // Configured error pages keep their status and their own Content-Type.
+        get("/missing.txt").status(404).body(Body::Is(CUSTOM_404.to_vec())).eq("content-type", "text/html; charset=utf-8"),
+        get("/nodir/missing.html").status(404).body(Body::Is(CUSTOM_404.to_vec())),
+        get("/dir/missing").status(404).body(Body::Is(CUSTOM_404.to_vec())),
+        head("/missing.txt").status(404).eq("content-length", &CUSTOM_404.len().to_string()),
+        get("/.secret").status(403).body(Body::Is(CUSTOM_403.to_vec())).eq("content-type", "text/plain; charset=utf-8"),
+        // At most max_ranges = 4 ranges; more, or ranges that amplify, get the whole file.
+        get("/r.txt").field("Range", "bytes=0-9,200-209,400-409,600-609").status(206).body(Body::Multipart(
+            l,
+            "text/plain; charset=utf-8",
+            vec![part(0, 9), part(200, 209), part(400, 409), part(600, 609)],
+        )),
+    ]);
+    for range in [
+        "bytes=0-9,200-209,400-409,600-609,800-809",
+        "bytes=0-,0-,0-",
+        "bytes=0-1499,500-1999",
+        "bytes=0-999,0-999,0-999",
+        "bytes=-2000,-2000",
+    ] {
+        cases.push(get("/r.txt").field("Range", range).body(Body::Full(d.clone())));
+    }
+    // Listings: HTML escaped, sorted, no dotfiles; JSON by query or Accept; the index wins.
+    let links = ["../", "sub1/", "sub2/", "Alpha.txt", "a%3Cb%3E.txt", "quote%22d", "sp%20ace.txt", "x%26y", "zeta.txt"];
+    cases.extend([
+        get("/list/").eq("content-type", "text/html; charset=utf-8").check(move |r| {
+            let html = r.body_text();
+            if hrefs(&html) != links {
+                return Err(format!("links {:?}, expected {links:?}", hrefs(&html)));
+            }
+            if ["a&lt;b&gt;.txt", "x&amp;y", "quote&quot;d"].iter().any(|e| !html.contains(e))
+                || ["a<b>", "quote\"d", "x&y", ".hidden"].iter().any(|n| html.contains(n))
+            {
+                return Err(format!("names not escaped, or dotfiles listed:\n{html}"));
+            }
+            Ok(())
+        }),
+        get("/list/a%3Cb%3E.txt").body(Body::Is(b"angle brackets\n".to_vec())),
+        get("/list/sp%20ace.txt").body(Body::Is(b"space\n".to_vec())),
+        get("/list/sub1/").check(|r| {
+            if hrefs(&r.body_text()) == ["../", "f"] {
+                Ok(())
+            } else {
+                Err(format!("expected the links ../ and f:\n{}", r.describe()))
+            }
+        }),
+        get("/dir/").body(Body::Is(DIR_INDEX.to_vec())),
+        head("/list/").eq("content-type", "text/html; charset=utf-8").check(|r| {
+            if r.header("content-length").and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > 100) {
+                Ok(())
+            } else {
+                Err(format!("a listing's HEAD announces its length:\n{}", r.describe()))
+            }
+        }),
+        get("/list/?format=json").check(check_list_json),
+        get("/list/").field("Accept", "application/json").check(check_list_json),
+        get("/list/")
+            .field("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+            .eq("content-type", "text/html; charset=utf-8"),
+    ]);
+    run_table("policy", &srv, &cases);
+}
+
+/// A JSON listing of list/: its entries, sorted, directories first, not truncated, no raw `<`.
+fn check_list_json(r: &Response) -> Result<(), String> {
+    if !r.header("content-type").is_some_and(|t| t.starts_with("application/json")) || r.body_text().contains('<') {
+        return Err(format!("expected JSON with no raw '<':\n{}", r.describe()));
+    }
+    let j = parse_json(&r.body_text()).map_err(|e| format!("invalid JSON ({e}):\n{}", r.describe()))?;
+    let want: Vec<(String, String)> = [
+        ("sub1", "dir"),
+        ("sub2", "dir"),
+        ("Alpha.txt", "file"),
+        ("a<b>.txt", "file"),
+        ("quote\"d", "file"),
+        ("sp ace.txt", "file"),
+        ("x&y", "file"),
+        ("zeta.txt", "file"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    if listing_names(&j)? != want || j.get("truncated") != Some(&Json::Bool(false)) {
+        return Err(format!("expected the entries {want:?}, not truncated: {j:?}"));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // Validators: ETag and Last-Modified
 // ---------------------------------------------------------------------------------------------
 
@@ -1035,23 +1657,23 @@ fn pc_t0() -> u64 {
 /// root/x.css with x.css.gz (same mtime) and x.css.br (newer); root/old.css with an older
 /// old.css.gz.
 fn precompressed_server(extra: &str) -> Server {
-    Server::builder()
-        .config(extra)
-        .setup(|_, root| {
-            let t0 = pc_t0();
-            let css = css_source();
-            write(root, "x.css", &css);
-            set_mtime(&root.join("x.css"), t0);
-            write(root, "x.css.gz", &gzip(&css));
-            set_mtime(&root.join("x.css.gz"), t0);
-            write(root, "x.css.br", &brotli_compress(&css));
-            set_mtime(&root.join("x.css.br"), t0 + 50);
-            write(root, "old.css", b"body { color: old; }\n");
-            set_mtime(&root.join("old.css"), t0);
-            write(root, "old.css.gz", &gzip(b"stale sibling content\n"));
-            set_mtime(&root.join("old.css.gz"), t0 - 50);
-        })
-        .start()
+    Server::builder().config(extra).setup(|_, root| precompressed_files(root)).start()
+}
+
+/// The files of [`precompressed_server`] in `root`.
+fn precompressed_files(root: &Path) {
+    let t0 = pc_t0();
+    let css = css_source();
+    write(root, "x.css", &css);
+    set_mtime(&root.join("x.css"), t0);
+    write(root, "x.css.gz", &gzip(&css));
+    set_mtime(&root.join("x.css.gz"), t0);
+    write(root, "x.css.br", &brotli_compress(&css));
+    set_mtime(&root.join("x.css.br"), t0 + 50);
+    write(root, "old.css", b"body { color: old; }\n");
+    set_mtime(&root.join("old.css"), t0);
+    write(root, "old.css.gz", &gzip(b"stale sibling content\n"));
+    set_mtime(&root.join("old.css.gz"), t0 - 50);
 }
 
 /// Checks a 200 of /x.css: the expected Content-Encoding (None: identity) and body, the
@@ -1542,17 +2164,17 @@ const LIST_FILES: &[(&str, &[u8])] = &[
 ];
 
 fn listing_server(extra: &str) -> Server {
-    Server::builder()
-        .config(extra)
-        .setup(|_, root| {
-            for (name, data) in LIST_FILES {
-                write(root, &format!("list/{name}"), data);
-            }
-            for i in 0..10 {
-                write(root, &format!("many/f{i}.txt"), format!("file {i}\n").as_bytes());
-            }
-        })
-        .start()
+    Server::builder().config(extra).setup(|_, root| list_files(root)).start()
+}
+
+/// The files of [`listing_server`] in `root`: list/ and many/.
+fn list_files(root: &Path) {
+    for (name, data) in LIST_FILES {
+        write(root, &format!("list/{name}"), data);
+    }
+    for i in 0..10 {
+        write(root, &format!("many/f{i}.txt"), format!("file {i}\n").as_bytes());
+    }
 }
 
 #[test]
