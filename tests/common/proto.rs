@@ -90,7 +90,10 @@ impl Proto {
             }
             for n in ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"] {
                 if r.header(n).is_some() {
-                    return Err(format!("connection-specific field {n} over HTTP/2 (RFC 9113 §8.2.2):\n{}", r.describe()));
+                    return Err(format!(
+                        "connection-specific field {n} over HTTP/2 (RFC 9113 §8.2.2):\n{}",
+                        r.describe()
+                    ));
                 }
             }
         } else {
@@ -160,7 +163,13 @@ pub fn make_localhost_cert(dir: &Path) {
 /// [`Proto::check_framing`]. Over HTTP/1.1 the request is kept alive and the connection is
 /// then checked to be consistent with the response (closed if it said `close`, else a
 /// follow-up request on it works): a body of the wrong length shows there.
-pub fn fetch(srv: &Server, proto: Proto, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<Response, String> {
+pub fn fetch(
+    srv: &Server,
+    proto: Proto,
+    method: &str,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> Result<Response, String> {
     let what = |e: String| format!("{} {method} {path}: {e}", proto.name());
     let (r, raw_names) = match proto {
         Proto::H1 => h1(&mut srv.connect(), method, path, fields),
@@ -227,7 +236,9 @@ fn h2<S: Read + Write>(
     path: &str,
     fields: &[(&str, &str)],
 ) -> Result<(Response, Vec<String>), String> {
-    use h2::{frame, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, RST_STREAM, SETTINGS, WINDOW_UPDATE};
+    use h2::{
+        frame, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, RST_STREAM, SETTINGS, WINDOW_UPDATE,
+    };
     const MAX_WINDOW: u32 = (1 << 31) - 1;
     let mut out = h2::PREFACE.to_vec();
     // SETTINGS_INITIAL_WINDOW_SIZE = 2^31 - 1: the body never waits for a WINDOW_UPDATE.
