@@ -465,18 +465,23 @@ impl Case {
     }
 }
 
-/// Runs every case over every row; panics once with every failure. Prints the pass count of
+/// Runs every case over every row, the row's cases on one connection as long as the server
+/// keeps it; panics once with every failure. Prints the pass count of
 /// each row (`--nocapture` shows it).
 fn run_table(table: &str, srv: &Server, cases: &[Case]) {
     let mut f = Failures::new();
     for proto in proto::rows() {
+        // One connection for the row's cases while the server keeps it: each response must be
+        // framed exactly for the next to parse.
+        let mut client = proto::Client::new(srv, proto);
         let mut passed = 0;
         for c in cases {
             let fields: Vec<(&str, &str)> = c.fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-            let res = proto::fetch(srv, proto, c.method, &c.path, &fields).and_then(|r| c.verify(&r));
+            let res = client.fetch(c.method, &c.path, &fields).and_then(|r| c.verify(&r));
             passed += usize::from(res.is_ok());
             f.check(&format!("[{}] {}", proto.name(), c.describe()), res);
         }
+        f.check(&format!("[{}] the connection after the last case", proto.name()), client.finish());
         eprintln!("table {table}: {}: {passed}/{} cases pass", proto.name(), cases.len());
     }
     f.finish();

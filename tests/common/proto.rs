@@ -160,9 +160,8 @@ pub fn make_localhost_cert(dir: &Path) {
 
 /// One request over `proto` on a fresh connection: `method path` with `fields` (plus `Host` or
 /// `:authority` = localhost). The response has lowercased field names and has passed
-/// [`Proto::check_framing`]. Over HTTP/1.1 the request is kept alive and the connection is
-/// then checked to be consistent with the response (closed if it said `close`, else a
-/// follow-up request on it works): a body of the wrong length shows there.
+/// [`Proto::check_framing`]; the connection was then checked to be consistent with it (see
+/// [`Client::finish`]).
 pub fn fetch(
     srv: &Server,
     proto: Proto,
@@ -170,19 +169,101 @@ pub fn fetch(
     path: &str,
     fields: &[(&str, &str)],
 ) -> Result<Response, String> {
-    let what = |e: String| format!("{} {method} {path}: {e}", proto.name());
-    let (r, raw_names) = match proto {
-        Proto::H1 => h1(&mut srv.connect(), method, path, fields),
-        #[cfg(feature = "http2")]
-        Proto::H2c => h2(&mut srv.connect(), method, path, fields),
-        #[cfg(feature = "tls")]
-        Proto::H1Tls => h1(&mut tls::connect(srv, b"http/1.1").map_err(what)?, method, path, fields),
-        #[cfg(all(feature = "tls", feature = "http2"))]
-        Proto::H2Tls => h2(&mut tls::connect(srv, b"h2").map_err(what)?, method, path, fields),
-    }
-    .map_err(what)?;
-    proto.check_framing(&r, &raw_names).map_err(what)?;
+    let mut c = Client::new(srv, proto);
+    let r = c.fetch(method, path, fields)?;
+    c.finish()?;
     Ok(r)
+}
+
+/// Requests over one protocol, on one connection for as long as the server keeps it: each
+/// response must be framed exactly, or the next one would not parse (a body after a 304 or a
+/// HEAD, a `Content-Length` that disagrees with what was sent). A failed exchange drops the
+/// connection; the next request opens another.
+pub struct Client<'a> {
+    srv: &'a Server,
+    proto: Proto,
+    conn: Option<Conn>,
+}
+
+/// A byte stream: a socket or a TLS session over one.
+trait Io: Read + Write {}
+impl<T: Read + Write> Io for T {}
+
+struct Conn {
+    io: Box<dyn Io>,
+    /// How many exchanges the connection has carried.
+    served: usize,
+    #[cfg(feature = "http2")]
+    h2: Option<H2Conn>,
+}
+
+impl<'a> Client<'a> {
+    pub fn new(srv: &'a Server, proto: Proto) -> Self {
+        Client { srv, proto, conn: None }
+    }
+
+    fn open(&self) -> Result<Conn, String> {
+        let io: Box<dyn Io> = match self.proto {
+            Proto::H1 => Box::new(self.srv.connect()),
+            #[cfg(feature = "http2")]
+            Proto::H2c => Box::new(self.srv.connect()),
+            #[cfg(feature = "tls")]
+            Proto::H1Tls => Box::new(tls::connect(self.srv, b"http/1.1")?),
+            #[cfg(all(feature = "tls", feature = "http2"))]
+            Proto::H2Tls => Box::new(tls::connect(self.srv, b"h2")?),
+        };
+        #[cfg(feature = "http2")]
+        {
+            let mut io = io;
+            let h2 = if self.proto.is_h2() { Some(H2Conn::start(&mut io)?) } else { None };
+            Ok(Conn { io, served: 0, h2 })
+        }
+        #[cfg(not(feature = "http2"))]
+        Ok(Conn { io, served: 0 })
+    }
+
+    /// One request; see [`fetch`].
+    pub fn fetch(&mut self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<Response, String> {
+        let what = |e: String| format!("{} {method} {path}: {e}", self.proto.name());
+        let mut conn = match self.conn.take() {
+            Some(c) => c,
+            None => self.open().map_err(what)?,
+        };
+        #[cfg(feature = "http2")]
+        let res = match &mut conn.h2 {
+            Some(h2) => h2.exchange(&mut conn.io, method, path, fields).map(|r| (r, true)),
+            None => h1(&mut conn.io, method, path, fields),
+        };
+        #[cfg(not(feature = "http2"))]
+        let res = h1(&mut conn.io, method, path, fields);
+        let (r, keep) = res.map_err(|e| {
+            if conn.served > 0 {
+                what(format!("{e}\n  (on a connection that carried {} earlier exchange(s))", conn.served))
+            } else {
+                what(e)
+            }
+        })?;
+        let (r, raw_names) = lowercased(r);
+        self.proto.check_framing(&r, &raw_names).map_err(what)?;
+        if keep {
+            conn.served += 1;
+            self.conn = Some(conn);
+        }
+        Ok(r)
+    }
+
+    /// The connection, if the server kept it, still serves a request: nothing was left over
+    /// from the last response.
+    pub fn finish(mut self) -> Result<(), String> {
+        if self.conn.is_none() {
+            return Ok(());
+        }
+        let r = self.fetch("GET", "/file.txt", &[]).map_err(|e| format!("the connection is not reusable: {e}"))?;
+        if r.status != 200 || r.body != FILE_TXT {
+            return Err(format!("a follow-up request on the same connection failed:\n{}", r.describe()));
+        }
+        Ok(())
+    }
 }
 
 fn lowercased(mut r: Response) -> (Response, Vec<String>) {
@@ -193,12 +274,9 @@ fn lowercased(mut r: Response) -> (Response, Vec<String>) {
     (r, raw)
 }
 
-fn h1<S: Read + Write>(
-    s: &mut S,
-    method: &str,
-    path: &str,
-    fields: &[(&str, &str)],
-) -> Result<(Response, Vec<String>), String> {
+/// One HTTP/1.1 exchange; the response and whether the connection stays open (if it said
+/// `Connection: close`, the server must have closed it).
+fn h1(s: &mut dyn Io, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<(Response, bool), String> {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
     for (k, v) in fields {
         let _ = write!(req, "{k}: {v}\r\n");
@@ -207,130 +285,132 @@ fn h1<S: Read + Write>(
     s.write_all(req.as_bytes()).map_err(|e| format!("write: {e}"))?;
     s.flush().map_err(|e| format!("flush: {e}"))?;
     let r = try_read_response(s, method == "HEAD").map_err(|e| format!("no valid response: {e}"))?;
-    // The same connection: closed if the response said so, else it serves the next request.
-    if r.closes() {
-        let mut b = [0u8; 64];
-        match s.read(&mut b) {
-            Ok(0) | Err(_) => {}
-            Ok(n) => return Err(format!("{n} bytes after a `Connection: close` response:\n{}", r.describe())),
-        }
-    } else {
-        s.write_all(b"GET /file.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            .and_then(|()| s.flush())
-            .map_err(|e| format!("connection not reusable (write): {e}"))?;
-        let next = try_read_response(s, false).map_err(|e| format!("connection not reusable (read): {e}"))?;
-        if next.status != 200 || next.body != FILE_TXT {
-            return Err(format!("follow-up request on the same connection failed:\n{}", next.describe()));
-        }
+    if !r.closes() {
+        return Ok((r, true));
     }
-    Ok(lowercased(r))
+    let mut b = [0u8; 64];
+    match s.read(&mut b) {
+        Ok(0) | Err(_) => Ok((r, false)),
+        Ok(n) => Err(format!("{n} bytes after a `Connection: close` response:\n{}", r.describe())),
+    }
 }
 
-/// HTTP/2 on `s`: the preface, SETTINGS with the largest initial window (and the connection
-/// window opened as far), one request on stream 1 with END_STREAM, frames read until the
-/// stream ends. The response head is decoded with the crate's own HPACK decoder.
+/// An HTTP/2 connection's client state: the next stream, the HPACK decoder (the server's
+/// encoder refers to its dynamic table across responses), bytes read past the last frame.
 #[cfg(feature = "http2")]
-fn h2<S: Read + Write>(
-    s: &mut S,
-    method: &str,
-    path: &str,
-    fields: &[(&str, &str)],
-) -> Result<(Response, Vec<String>), String> {
-    use h2::{
-        frame, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, RST_STREAM, SETTINGS, WINDOW_UPDATE,
-    };
-    const MAX_WINDOW: u32 = (1 << 31) - 1;
-    let mut out = h2::PREFACE.to_vec();
-    // SETTINGS_INITIAL_WINDOW_SIZE = 2^31 - 1: the body never waits for a WINDOW_UPDATE.
-    let mut settings = vec![0, 4];
-    settings.extend_from_slice(&MAX_WINDOW.to_be_bytes());
-    out.extend(frame(SETTINGS, 0, 0, &settings));
-    out.extend(frame(WINDOW_UPDATE, 0, 0, &(MAX_WINDOW - 65_535).to_be_bytes()));
-    out.extend(frame(SETTINGS, 1, 0, b""));
-    let mut block = Vec::new();
-    let mut pseudo = vec![(":method", method), (":scheme", "http"), (":authority", "localhost"), (":path", path)];
-    let lower: Vec<(String, &str)> = fields.iter().map(|(n, v)| (n.to_ascii_lowercase(), *v)).collect();
-    pseudo.extend(lower.iter().map(|(n, v)| (n.as_str(), *v)));
-    for (n, v) in pseudo {
-        // A literal field without indexing, new name (RFC 7541 §6.2.2), no Huffman.
-        block.push(0);
-        hpack_string(&mut block, n.as_bytes());
-        hpack_string(&mut block, v.as_bytes());
-    }
-    out.extend(frame(HEADERS, END_HEADERS | END_STREAM, 1, &block));
-    s.write_all(&out).map_err(|e| format!("write: {e}"))?;
-    s.flush().map_err(|e| format!("flush: {e}"))?;
+struct H2Conn {
+    next: u32,
+    dec: ferrohttpd::h2::hpack::Decoder,
+    buf: Vec<u8>,
+}
 
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 1 << 16];
-    let mut head_block = Vec::new();
-    let mut head_done = false;
-    let mut body = Vec::new();
-    // Bounded: a 5 GiB response is not in any table; 1 GiB of frames is plenty.
-    while buf.len() + body.len() < 1 << 30 {
-        if buf.len() >= 9 {
-            let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
-            if buf.len() >= 9 + len {
-                let (kind, flags) = (buf[3], buf[4]);
-                let id = u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff;
-                let payload: Vec<u8> = buf.drain(..9 + len).skip(9).collect();
-                match (kind, id) {
-                    (GOAWAY, _) | (RST_STREAM, 1) => {
-                        return Err(format!("frame {kind} {payload:?} instead of a response"));
-                    }
-                    (HEADERS, 1) | (CONTINUATION, 1) => {
-                        if head_done {
-                            return Err("trailers or a second head on stream 1".into());
-                        }
-                        head_block.extend_from_slice(&payload);
-                        head_done = flags & END_HEADERS != 0;
-                    }
-                    (DATA, 1) => {
-                        if !head_done {
-                            return Err("DATA before the head".into());
-                        }
-                        body.extend_from_slice(&payload);
-                    }
-                    (_, 0) => {}
-                    _ => return Err(format!("unexpected frame {kind} on stream {id}")),
-                }
-                if id == 1 && flags & END_STREAM != 0 {
-                    break;
-                }
-                continue;
-            }
-        }
-        let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
-        if n == 0 {
-            return Err("EOF before the stream ended".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
+#[cfg(feature = "http2")]
+impl H2Conn {
+    /// The preface, SETTINGS with the largest initial window (and the connection window opened
+    /// as far: no body ever waits for a WINDOW_UPDATE), and the ACK of the server's SETTINGS.
+    fn start(s: &mut dyn Io) -> Result<Self, String> {
+        use h2::{frame, SETTINGS, WINDOW_UPDATE};
+        const MAX_WINDOW: u32 = (1 << 31) - 1;
+        let mut out = h2::PREFACE.to_vec();
+        let mut settings = vec![0, 4];
+        settings.extend_from_slice(&MAX_WINDOW.to_be_bytes());
+        out.extend(frame(SETTINGS, 0, 0, &settings));
+        out.extend(frame(WINDOW_UPDATE, 0, 0, &(MAX_WINDOW - 65_535).to_be_bytes()));
+        out.extend(frame(SETTINGS, 1, 0, b""));
+        s.write_all(&out).and_then(|()| s.flush()).map_err(|e| format!("write: {e}"))?;
+        Ok(H2Conn { next: 1, dec: ferrohttpd::h2::hpack::Decoder::new(4096), buf: Vec::new() })
     }
-    let mut status = None;
-    let mut headers = Vec::new();
-    let mut raw = Vec::new();
-    ferrohttpd::h2::hpack::Decoder::new(4096)
-        .decode(&head_block, 1 << 20, |n, v, _| {
-            let (n, v) = (String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned());
-            if n == ":status" {
-                status = v.parse::<u16>().ok();
-            } else {
-                raw.push(n.clone());
-                headers.push((n, v));
+
+    /// One request on the next stream, with END_STREAM; frames read until that stream ends.
+    /// A frame on any other stream is an error: the previous responses have ended.
+    fn exchange(
+        &mut self,
+        s: &mut dyn Io,
+        method: &str,
+        path: &str,
+        fields: &[(&str, &str)],
+    ) -> Result<Response, String> {
+        use h2::{frame, CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, RST_STREAM};
+        let sid = self.next;
+        self.next += 2;
+        let mut block = Vec::new();
+        let lower: Vec<(String, &str)> = fields.iter().map(|(n, v)| (n.to_ascii_lowercase(), *v)).collect();
+        let pseudo = [(":method", method), (":scheme", "http"), (":authority", "localhost"), (":path", path)];
+        for (n, v) in pseudo.into_iter().chain(lower.iter().map(|(n, v)| (n.as_str(), *v))) {
+            // A literal field without indexing, new name (RFC 7541 §6.2.2), no Huffman.
+            block.push(0);
+            hpack_string(&mut block, n.as_bytes());
+            hpack_string(&mut block, v.as_bytes());
+        }
+        s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, sid, &block))
+            .and_then(|()| s.flush())
+            .map_err(|e| format!("write: {e}"))?;
+
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut head_block = Vec::new();
+        let mut head_done = false;
+        let mut body = Vec::new();
+        // Bounded: no table case has a body near 1 GiB.
+        while body.len() < 1 << 30 {
+            let buf = &mut self.buf;
+            if buf.len() >= 9 {
+                let len = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+                if buf.len() >= 9 + len {
+                    let (kind, flags) = (buf[3], buf[4]);
+                    let id = u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff;
+                    let payload: Vec<u8> = buf.drain(..9 + len).skip(9).collect();
+                    match kind {
+                        GOAWAY | RST_STREAM if id == 0 || id == sid => {
+                            return Err(format!("frame {kind} {payload:?} instead of a response"));
+                        }
+                        _ if id == 0 => continue,
+                        _ if id != sid => return Err(format!("frame {kind} on stream {id}, which had ended")),
+                        HEADERS | CONTINUATION if !head_done => {
+                            head_block.extend_from_slice(&payload);
+                            head_done = flags & END_HEADERS != 0;
+                        }
+                        DATA if head_done => body.extend_from_slice(&payload),
+                        _ => return Err(format!("frame {kind} out of place on stream {sid}")),
+                    }
+                    if flags & END_STREAM != 0 {
+                        return self.response(&head_block, body);
+                    }
+                    continue;
+                }
             }
-            Ok::<(), ()>(())
+            let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                return Err("EOF before the stream ended".into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        Err("a response body over 1 GiB".into())
+    }
+
+    fn response(&mut self, head_block: &[u8], body: Vec<u8>) -> Result<Response, String> {
+        let mut status = None;
+        let mut headers = Vec::new();
+        self.dec
+            .decode(head_block, 1 << 20, |n, v, _| {
+                let (n, v) = (String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned());
+                if n == ":status" {
+                    status = v.parse::<u16>().ok();
+                } else {
+                    headers.push((n, v));
+                }
+                Ok::<(), ()>(())
+            })
+            .map_err(|e| format!("undecodable head {head_block:?}: {e:?}"))?;
+        let status = status.ok_or("no :status")?;
+        Ok(Response {
+            status_line: format!("HTTP/2 {status}"),
+            version: "HTTP/2".into(),
+            status,
+            reason: String::new(),
+            headers,
+            body,
         })
-        .map_err(|e| format!("undecodable head {head_block:?}: {e:?}"))?;
-    let status = status.ok_or("no :status")?;
-    let r = Response {
-        status_line: format!("HTTP/2 {status}"),
-        version: "HTTP/2".into(),
-        status,
-        reason: String::new(),
-        headers,
-        body,
-    };
-    Ok((r, raw))
+    }
 }
 
 #[cfg(feature = "http2")]
