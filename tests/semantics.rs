@@ -513,6 +513,8 @@ fn plain_site() -> Server {
     proto::for_every_row(Server::builder().config(proto::tls_section()))
         .setup(|_, root| {
             write(root, "r.txt", &r_data());
+            write(root, "epoch1.txt", b"reproducible build output\n");
+            set_mtime(&root.join("epoch1.txt"), 1);
             precompressed_files(root);
             list_files(root);
         })
@@ -584,6 +586,32 @@ fn table_validators_preconditions_and_if_range() {
         not_modified(head("/file.txt").field("If-Modified-Since", lm)),
         ok(head("/file.txt").field("If-Modified-Since", &older)),
     ];
+    // Every file: its type, its bytes, one strong ETag the same on GET, HEAD and 206.
+    for (path, body, ct) in [
+        ("/style.css", STYLE_CSS.to_vec(), "text/css; charset=utf-8"),
+        ("/index.html", INDEX_HTML.to_vec(), "text/html; charset=utf-8"),
+        ("/p3.txt", page(3), "text/plain; charset=utf-8"),
+        ("/image.png", IMAGE_PNG.to_vec(), "image/png"),
+        ("/data.xyz", DATA_XYZ.to_vec(), "application/octet-stream"),
+        ("/dir/file.txt", DIR_FILE.to_vec(), "text/plain; charset=utf-8"),
+    ] {
+        let tag = etag_of(&srv, path, &[]);
+        let first = body[..1].to_vec();
+        let n = body.len() as u64;
+        cases.extend([
+            get(path).body(Body::Full(body)).eq("content-type", ct).eq("etag", &tag).absent("cache-control"),
+            head(path).eq("content-type", ct).eq("etag", &tag).eq("content-length", &n.to_string()),
+            get(path).field("Range", "bytes=0-0").status(206).body(Body::Range(0, 0, n, first)).eq("etag", &tag),
+        ]);
+    }
+    // A file with no usable modification time (mtime 1): no Last-Modified, so If-Modified-Since
+    // has nothing to compare against; its ETag still validates.
+    let e1 = etag_of(&srv, "/epoch1.txt", &[]);
+    cases.extend([
+        get("/epoch1.txt").absent("last-modified").eq("etag", &e1),
+        get("/epoch1.txt").field("If-Modified-Since", "Thu, 01 Jan 2099 00:00:00 GMT").eq("etag", &e1),
+        get("/epoch1.txt").field("If-None-Match", &e1).status(304).absent("last-modified"),
+    ]);
     // If-Range (RFC 9110 §13.1.5): a strong match or an exact date sends the range.
     for (value, partial) in [
         (e.as_str(), true),
@@ -813,6 +841,9 @@ fn table_errors_methods_and_listing_off() {
         unlisted(get("/list/")),
         unlisted(get("/list/?format=json")),
         unlisted(get("/list/").field("Accept", "application/json")),
+        // A directory without its slash is redirected to it.
+        get("/dir").status(301).eq("location", "/dir/"),
+        get("/dir?x=1").status(301).eq("location", "/dir/?x=1"),
         case("OPTIONS", "/file.txt").status(204).eq("allow", allow).body(Body::Is(vec![])),
         case("OPTIONS", "/").status(204).eq("allow", allow).body(Body::Is(vec![])),
         case("OPTIONS", "*").status(204).eq("allow", allow).body(Body::Is(vec![])),
