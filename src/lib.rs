@@ -20,6 +20,7 @@ pub mod background;
 pub mod compress;
 pub mod config;
 pub mod conn;
+pub mod ctx;
 pub mod fs;
 pub mod glob;
 #[cfg(feature = "http2")]

@@ -24,7 +24,8 @@ use std::rc::Rc;
 
 use ferrohttpd::config::cli::{self, Command, Launch, Mode};
 use ferrohttpd::config::{Config, LogTarget};
-use ferrohttpd::server::{self, Server, StartError};
+use ferrohttpd::ctx::{self, StartError};
+use ferrohttpd::server::{self, Server};
 use ferrohttpd::thttpd::privs;
 use ferrohttpd::thttpd::syslog::{Severity, Syslog};
 use ferrohttpd::workers;
@@ -152,7 +153,7 @@ fn check(launch: Launch) -> ExitCode {
     for w in &warnings {
         r.warn(w);
     }
-    let root = match server::check_resources(&cfg) {
+    let root = match ctx::check_resources(&cfg) {
         Ok(root) => root,
         Err(e) => return r.fail(e),
     };

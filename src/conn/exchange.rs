@@ -18,11 +18,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::access::throttle::{Admission, RateLimiter};
+use crate::ctx::Ctx;
 use crate::fs::cache::FileEntry;
 use crate::http::range::ByteRange;
 use crate::http::request::{Method, Request};
 use crate::log::{Pending, Record, RequestLine, TlsInfo};
-use crate::server::Ctx;
 
 /// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
 /// of the representation (none for the closing delimiter).

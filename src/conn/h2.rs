@@ -60,6 +60,7 @@ use std::time::Instant;
 
 use super::exchange::{Body, Exchange};
 use super::{is_peer_gone, Conn, Drive, Phase, WriteResult, WRITE_BUDGET};
+use crate::ctx::Ctx;
 use crate::fs::cache::{self, FileEntry};
 use crate::h2::frame::{self, Code, PREFACE};
 use crate::h2::priority::Priority;
@@ -67,7 +68,6 @@ use crate::h2::request::Fields;
 use crate::h2::session::{self, Event, Field, Session};
 use crate::http::request::Limits;
 use crate::log::{RequestLine, HTTP2};
-use crate::server::Ctx;
 use crate::sys;
 
 /// Output buffered beyond which no more input is read and no more DATA is cut.

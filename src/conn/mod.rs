@@ -52,11 +52,11 @@ mod serve;
 mod tls_io;
 
 use crate::access::throttle::{self, RateLimiter};
+use crate::ctx::Ctx;
 use crate::fs::cache;
 use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
 use crate::http::response::Head;
 use crate::log::RequestLine;
-use crate::server::Ctx;
 use crate::sys;
 use exchange::{Body, Exchange};
 

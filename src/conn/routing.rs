@@ -7,13 +7,13 @@
 use std::rc::Rc;
 
 use super::exchange::{Body, Exchange};
+use crate::ctx::Ctx;
 use crate::fs::cache::{FileEntry, Lookup};
 use crate::fs::resolve::{ResolveError, ResolveOptions};
 use crate::http::range::ByteRange;
 use crate::http::request::{Method, Request};
 use crate::http::response::Head;
 use crate::route::{Action, Probe};
-use crate::server::Ctx;
 
 /// What `serve_path` does after routing.
 pub(super) enum Routed {

@@ -27,6 +27,7 @@ use super::routing::Routed;
 use super::ALLOW;
 use crate::access::auth::{self, AuthResult};
 use crate::access::throttle::RateLimiter;
+use crate::ctx::Ctx;
 use crate::fs::cache::{self, DirEntry, FileEntry, Lookup};
 use crate::fs::listing;
 use crate::fs::resolve::{self, DotfilePolicy, RealPath, ResolveError};
@@ -37,7 +38,6 @@ use crate::http::mime::Negotiation;
 use crate::http::range::{self, ByteRange, Multipart, RangeSpec};
 use crate::http::request::{Method, Request};
 use crate::http::response::{error_body, Head};
-use crate::server::Ctx;
 use crate::status;
 
 /// Which document root and cache key space a request uses.

@@ -30,9 +30,9 @@ use std::os::unix::fs::FileExt;
 
 use super::exchange::Exchange;
 use super::{is_peer_gone, Body, Conn, Discard, Early, Phase, Transport, WriteResult};
+use crate::ctx::Ctx;
 use crate::fs::cache;
 use crate::http::request::Request;
-use crate::server::Ctx;
 use crate::sys;
 use crate::tls::{TlsState, OUT_LIMIT};
 
