@@ -350,7 +350,8 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
             .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
         vroots.push((v.host.clone(), r));
     }
-    let (routes, route_warnings) = Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
+    let (routes, route_warnings) =
+        Routes::for_roots(&cfg.routing, cfg.symlinks, cfg.dotfiles, &root, &vroots).map_err(StartError)?;
     check_auth_files(cfg)?;
     let access =
         AccessLog::open(&cfg.access_log, cfg.log_format, cfg.thttpd.enabled).map_err(|e| StartError(e.to_string()))?;
@@ -370,10 +371,10 @@ pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
             .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
         vroots.push((v.host.clone(), r));
     }
-    Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
+    Routes::for_roots(&cfg.routing, cfg.symlinks, cfg.dotfiles, &root, &vroots).map_err(StartError)?;
     check_auth_files(cfg)?;
     for (what, target) in [("access log", &cfg.access_log), ("error log", &cfg.error_log)] {
-        if let crate::config::LogTarget::File(p) = target {
+        if let crate::log::LogTarget::File(p) = target {
             check_log_file(p).map_err(|e| StartError(format!("{what} {}: {e}", p.display())))?;
         }
     }
