@@ -944,6 +944,7 @@ fn debian_package_builds_reproducibly_with_the_expected_files() {
         "/usr/share/bash-completion/completions/ferrohttpd",
         "/usr/share/zsh/vendor-completions/_ferrohttpd",
         "/usr/share/doc/ferrohttpd/README.md",
+        "/usr/share/doc/ferrohttpd/docs/http.md",
         "/usr/share/doc/ferrohttpd/copyright",
     ]
     .into_iter()
