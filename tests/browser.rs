@@ -16,10 +16,10 @@ mod common;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
 
+use common::chromium::{chromium, run_chromium};
 use common::Server;
 
 /// A picture of the gallery: one colour, so the screenshot can find it.
@@ -39,62 +39,6 @@ const PICTURES: &[Picture] = &[
     Picture { name: "sand.png", width: 40, height: 40, rgb: [220, 190, 120], hours: 2 },
     Picture { name: "plum.png", width: 56, height: 56, rgb: [120, 40, 130], hours: 4 },
 ];
-
-/// Where chromium is, or None (with the reason printed) when the test cannot run here.
-fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser"].iter().find_map(|name| {
-        std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|c| c.is_file()))
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium is not installed, and CI must run the browser test (apt-get install chromium)"
-        );
-        eprintln!("note: chromium is not installed: the browser test is skipped (apt-get install chromium)");
-    }
-    found
-}
-
-/// Runs chromium headless with `args` and a fresh profile; its stdout. Killed past 60 s.
-fn run_chromium(bin: &Path, scratch: &Path, args: &[&str]) -> Vec<u8> {
-    let profile = tempfile::tempdir_in(scratch).unwrap();
-    let mut cmd = Command::new(bin);
-    cmd.args(["--headless", "--disable-gpu", "--no-first-run", "--hide-scrollbars", "--mute-audio"])
-        .args(["--disable-extensions", "--disable-background-networking", "--disable-sync"])
-        .arg("--force-color-profile=srgb")
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        // Chromium's sandbox refuses to run as root.
-        cmd.arg("--no-sandbox");
-    }
-    let mut child = cmd.spawn().expect("start chromium");
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let _ = stdout.read_to_end(&mut out);
-        out
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "chromium {args:?} exited with {status}");
-            break;
-        }
-        if Instant::now() > deadline {
-            // Kills the one process started here, by its PID.
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("chromium {args:?} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    reader.join().unwrap()
-}
 
 fn crc32(bytes: &[u8]) -> u32 {
     let mut crc = !0u32;

@@ -9,22 +9,23 @@ use std::fs;
 
 use common::*;
 
-/// The README's CORS recipe, on the test fixture plus a font and a JSON file.
-fn server() -> Server {
+/// The README's CORS recipe, with the API's origin `origin`, on the test fixture plus a font
+/// and a JSON file; the access log to `{dir}/access.log`.
+fn server_for(origin: &str) -> Server {
     Server::builder()
-        .raw_config(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{root}\"\n\
-             [log]\naccess = \"off\"\nerror = \"-\"\n\
+        .raw_config(&format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\n\
+             [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n\
              [[headers]]\nmatch = \"/fonts/**\"\n\
-             headers = { \"Access-Control-Allow-Origin\" = \"*\" }\n\
+             headers = {{ \"Access-Control-Allow-Origin\" = \"*\" }}\n\
              [[headers]]\nmatch = \"/api/**\"\n\
-             headers = { \"Access-Control-Allow-Origin\" = \"https://app.example\", \
+             headers = {{ \"Access-Control-Allow-Origin\" = \"{origin}\", \
              \"Access-Control-Allow-Methods\" = \"GET, HEAD\", \
              \"Access-Control-Allow-Headers\" = \"Authorization, Content-Type\", \
-             \"Access-Control-Max-Age\" = \"86400\", \"Vary\" = \"Origin\" }\n\
+             \"Access-Control-Max-Age\" = \"86400\", \"Vary\" = \"Origin\" }}\n\
              [[headers]]\nmime = \"application/json\"\n\
-             headers = { \"X-Content-Type-Options\" = \"nosniff\" }\n",
-        )
+             headers = {{ \"X-Content-Type-Options\" = \"nosniff\" }}\n",
+        ))
         .setup(|_, root| {
             fs::create_dir_all(root.join("fonts")).unwrap();
             fs::write(root.join("fonts/site.woff2"), b"wOF2 not really a font").unwrap();
@@ -32,6 +33,10 @@ fn server() -> Server {
             fs::write(root.join("api/v1/items.json"), b"[1,2,3]\n").unwrap();
         })
         .start()
+}
+
+fn server() -> Server {
+    server_for("https://app.example")
 }
 
 fn preflight(srv: &Server, path: &str, extra: &[&str]) -> Response {
@@ -106,4 +111,54 @@ fn options_asterisk_gets_allow_alone() {
     assert_eq!(r.status, 204, "{r:?}");
     assert!(r.header("Allow").is_some(), "{r:?}");
     assert_eq!(r.header("Access-Control-Allow-Origin"), None, "{r:?}");
+}
+
+/// Chromium's own preflight: a page on one origin fetches a font and a JSON file (with an
+/// `Authorization` header, which needs a preflight) from a server on another origin, and a
+/// file no rule gives CORS fields to, which the browser must block (so the check can fail).
+#[test]
+fn chromium_fetches_the_font_and_the_json_across_origins() {
+    let Some(bin) = common::chromium::chromium() else { return };
+    let page = Server::builder().start();
+    let origin = format!("http://127.0.0.1:{}", page.port());
+    let api = server_for(&origin);
+    let html = format!(
+        r#"<!DOCTYPE html><html><body><pre id="out">pending</pre><script>
+const other = "http://127.0.0.1:{port}";
+async function get(what, path, init) {{
+  try {{
+    const r = await fetch(other + path, init);
+    return what + " " + r.status + " " + (await r.text()).trim().length;
+  }} catch (e) {{
+    return what + " blocked";
+  }}
+}}
+(async () => {{
+  const lines = [
+    await get("font", "/fonts/site.woff2", {{}}),
+    await get("json", "/api/v1/items.json", {{ headers: {{ "Authorization": "Bearer t" }} }}),
+    await get("other", "/file.txt", {{}}),
+  ];
+  document.getElementById("out").textContent = lines.join(";");
+}})();
+</script></body></html>
+"#,
+        port = api.port()
+    );
+    fs::write(page.root().join("cors.html"), html).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dom = common::chromium::run_chromium(
+        &bin,
+        scratch.path(),
+        &["--virtual-time-budget=5000", "--dump-dom", &format!("{origin}/cors.html")],
+    );
+    let dom = String::from_utf8_lossy(&dom);
+    assert!(dom.contains("font 200 22;json 200 7;other blocked"), "what the page saw: {dom}");
+    // The browser sent a real preflight, answered 204, before the GET of the JSON.
+    // Four requests: the font, the preflight, the JSON, the blocked file (the access log is
+    // written a moment after each response).
+    let log = api.wait_access_log(4).join("\n");
+    let preflight = log.lines().position(|l| l.contains("\"OPTIONS /api/v1/items.json HTTP/1.1\" 204"));
+    let get = log.lines().position(|l| l.contains("\"GET /api/v1/items.json HTTP/1.1\" 200"));
+    assert!(preflight.is_some() && preflight < get, "access log:\n{log}");
 }

@@ -6,6 +6,7 @@
 //! that exits on its own while a test is running makes that test fail.
 #![allow(dead_code)]
 
+pub mod chromium;
 #[cfg(feature = "http2")]
 pub mod h2;
 pub mod json;
