@@ -15,6 +15,8 @@
 //! closes. Configuration comes from [`config`]: a TOML file and thttpd-style flags.
 
 pub mod access;
+#[cfg(feature = "acme")]
+pub mod acme;
 pub mod background;
 #[cfg(feature = "compression")]
 pub mod compress;

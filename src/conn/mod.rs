@@ -42,6 +42,8 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
+#[cfg(feature = "acme")]
+mod acme;
 mod exchange;
 #[cfg(feature = "http2")]
 mod h2;
@@ -964,6 +966,10 @@ enum Early {
 fn answer(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>, early: Early) -> u16 {
     #[cfg(not(feature = "tls"))]
     let Early::Pipeline = early;
+    #[cfg(feature = "acme")]
+    if let Some(status) = ex.acme_challenge(cx, req) {
+        return status;
+    }
     let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
     let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
     match req.method {
