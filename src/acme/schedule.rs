@@ -8,6 +8,12 @@
 //! challenge keeps failing costs the CA a few orders a day. The challenge types are tried
 //! in the order of `[acme] challenges`: an attempt uses the next type after the one that
 //! failed last.
+//!
+//! With `workers = N` every worker runs this thread, and one of them issues: the one that
+//! holds the lock on `state_dir/lock` (`flock`, released when its process ends, when a
+//! waiting worker takes over). The others watch the certificate files once a second and
+//! install what changed; the challenge answers are files, so any worker can answer the
+//! CA's validation. Two servers sharing a `state_dir` (an upgrade in progress) order once.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -28,6 +34,8 @@ use crate::config::{AcmeChallenge, AcmeSettings};
 
 pub(super) const BACKOFF_FIRST: Duration = Duration::from_secs(30);
 pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(12 * 3600);
+/// How often a worker that does not issue looks for new certificates and for the lock.
+const WATCH: Duration = Duration::from_secs(1);
 /// The longest sleep: the schedule is looked at again at least this often (a clock that
 /// jumped, a certificate file replaced by hand).
 const WAKE_MAX: Duration = Duration::from_secs(3600);
@@ -61,6 +69,8 @@ struct Thread {
     status: Arc<Mutex<Vec<NameStatus>>>,
     client: Client,
     account: Option<Account>,
+    /// The issuer's lock, once this process holds it.
+    lock: Option<std::fs::File>,
 }
 
 impl Thread {
@@ -93,7 +103,7 @@ pub(super) fn run(
             return;
         }
     };
-    let mut t = Thread { settings, tx, waker, status, client, account: None };
+    let mut t = Thread { settings, tx, waker, status, client, account: None, lock: None };
     rt.block_on(t.schedule());
 }
 
@@ -112,7 +122,26 @@ impl Thread {
                 status: NameStatus { name: n.clone(), ..NameStatus::default() },
             })
             .collect();
+        // What a watching worker last installed: each certificate file's modification time.
+        let mut seen: Vec<Option<SystemTime>> = names.iter().map(|n| self.modified(&n.name)).collect();
         loop {
+            if self.lock.is_none() && !self.take_lock() {
+                let changed = names.iter().zip(&mut seen).fold(false, |changed, (n, seen)| {
+                    let now = self.modified(&n.name);
+                    changed | (std::mem::replace(seen, now) != now)
+                });
+                if changed {
+                    let _ = self.tx.send(Event::Installed);
+                    let _ = self.waker.wake();
+                }
+                for n in &mut names {
+                    self.due(n, SystemTime::now());
+                    n.status.next = None;
+                }
+                self.publish(&names);
+                tokio::time::sleep(WATCH).await;
+                continue;
+            }
             let now = SystemTime::now();
             for n in &mut names {
                 let due = self.due(n, now);
@@ -123,14 +152,39 @@ impl Thread {
                     n.status.next = Some(due);
                 }
             }
-            if let Ok(mut s) = self.status.lock() {
-                *s = names.iter().map(|n| n.status.clone()).collect();
-            }
+            self.publish(&names);
             let now = SystemTime::now();
             let next = names.iter().filter_map(|n| n.status.next).min().unwrap_or(now + WAKE_MAX);
             let sleep = next.duration_since(now).unwrap_or(Duration::ZERO).min(WAKE_MAX);
             tokio::time::sleep(sleep.max(Duration::from_millis(100))).await;
         }
+    }
+
+    fn publish(&self, names: &[Name]) {
+        if let Ok(mut s) = self.status.lock() {
+            *s = names.iter().map(|n| n.status.clone()).collect();
+        }
+    }
+
+    fn modified(&self, name: &str) -> Option<SystemTime> {
+        let files = store::cert_files(&self.settings.state_dir, name);
+        std::fs::metadata(files.cert).and_then(|m| m.modified()).ok()
+    }
+
+    /// Takes the issuer's lock if no other process holds it.
+    fn take_lock(&mut self) -> bool {
+        use std::os::fd::AsRawFd;
+        let path = self.settings.state_dir.join("lock");
+        use std::os::unix::fs::OpenOptionsExt;
+        let Ok(f) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path) else {
+            return false;
+        };
+        // SAFETY: flock on a descriptor this function owns; no memory is involved.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return false;
+        }
+        self.lock = Some(f);
+        true
     }
 
     /// When `n` is next due: now without a certificate, at its renewal time with one, and

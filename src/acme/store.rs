@@ -78,7 +78,12 @@ pub fn prepare(dir: &Path, owner: Option<(u32, u32)>) -> Result<(), String> {
             DirBuilder::new().mode(0o700).create(&sub).map_err(|e| fail("cannot create a subdirectory", e))?;
         }
         if let Some((uid, gid)) = owner {
-            std::os::unix::fs::chown(&sub, Some(uid), Some(gid)).map_err(|e| fail("cannot give it to the user", e))?;
+            // The directory and what an earlier run as another user left in it.
+            let files = fs::read_dir(&sub).map_err(|e| fail("cannot read it", e))?.flatten().map(|e| e.path());
+            for p in std::iter::once(sub.clone()).chain(files) {
+                std::os::unix::fs::chown(&p, Some(uid), Some(gid))
+                    .map_err(|e| fail(&format!("cannot give {} to the user", p.display()), e))?;
+            }
         }
     }
     let mode = fs::metadata(dir).map_err(|e| fail("cannot read it", e))?.permissions().mode();
