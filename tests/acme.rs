@@ -73,6 +73,8 @@ struct Pebble {
     children: Vec<Child>,
     port: u16,
     management: u16,
+    /// pebble-challtestsrv's management port, when it runs.
+    dns_management: Option<u16>,
 }
 
 impl Pebble {
@@ -92,6 +94,7 @@ impl Pebble {
         );
         fs::write(dir.path().join("pebble.json"), config).unwrap();
         let mut children = Vec::new();
+        let mut dns_management_port = None;
         let mut pebble = Command::new("pebble");
         pebble.arg("-config").arg(dir.path().join("pebble.json"));
         if dns {
@@ -106,6 +109,7 @@ impl Pebble {
                 .expect("pebble-challtestsrv runs (apt-get install pebble)");
             children.push(srv);
             wait_port(dns_management);
+            dns_management_port = Some(dns_management);
             pebble.args(["-dnsserver", &format!("127.0.0.1:{dns_port}")]);
         }
         let log = fs::File::create(dir.path().join("pebble.log")).unwrap();
@@ -117,7 +121,7 @@ impl Pebble {
             .spawn()
             .expect("pebble runs (apt-get install pebble)");
         children.push(child);
-        let p = Pebble { dir, children, port, management };
+        let p = Pebble { dir, children, port, management, dns_management: dns_management_port };
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", management)).is_err()
             || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
@@ -148,6 +152,14 @@ impl Pebble {
         assert_eq!(o.code, Some(0), "{o:?}");
         assert!(fs::read_to_string(&path).unwrap().contains("BEGIN CERTIFICATE"));
         path
+    }
+
+    /// Makes `host` resolve to `address` (pebble-challtestsrv's management API).
+    fn add_a(&self, host: &str, address: &str) {
+        let url = format!("http://127.0.0.1:{}/add-a", self.dns_management.expect("started with dns"));
+        let body = format!("{{\"host\":\"{host}.\",\"addresses\":[\"{address}\"]}}");
+        let o = curl(&["-f", "-d", &body, &url]);
+        assert_eq!(o.code, Some(0), "{o:?}");
     }
 
     /// New orders Pebble has taken so far.
@@ -333,6 +345,37 @@ fn tls_alpn01_issues_for_two_names() {
     assert_eq!(fs::read_dir(srv.dir().join("acme/tls-alpn-01")).unwrap().count(), 0);
 }
 
+/// One name whose validation fails (it resolves to an address nothing listens on): the
+/// other is issued all the same; the failure is in the error log with the CA's reason and
+/// the backoff, and on the status page.
+#[test]
+fn a_failing_challenge_holds_up_no_other_name() {
+    if !have_pebble() {
+        return;
+    }
+    let (http, tls) = (free_port(), free_port());
+    let pebble = Pebble::start(http, tls, 3600, true);
+    pebble.add_a("broken.acme.test", "127.0.0.2");
+    let config = acme_config(
+        http,
+        tls,
+        &pebble.directory(),
+        &pebble.ca_roots(),
+        "\"broken.acme.test\", \"localhost\"",
+        "challenges = [\"tls-alpn-01\", \"http-01\"]\n",
+    );
+    let srv = Server::builder().raw_config(&config).start();
+    let root = pebble.issuing_root();
+    wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
+    let err = srv.stderr_text();
+    let line = err.lines().find(|l| l.contains("acme: broken.acme.test: failed: ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("validation by tls-alpn-01: ") && line.contains("next attempt in 30 s"), "{line}");
+    let status = srv.get("/.status?json").body_text();
+    assert!(status.contains("\"name\":\"broken.acme.test\",\"expires\":0,"), "{status}");
+    assert!(status.contains("\"last_error\":\"validation by tls-alpn-01: "), "{status}");
+    assert!(fetch("broken.acme.test", tls, "/file.txt", &root).code != Some(0));
+}
+
 /// `workers = 2`: one worker orders (the HTTP-01 answer is a file any worker can serve),
 /// and every worker serves the certificate to new connections.
 #[test]
@@ -363,6 +406,38 @@ fn with_two_workers_one_orders_and_every_worker_serves() {
     }
     assert_eq!(pebble.orders(), 1, "{}", srv.stderr_text());
     assert_eq!(srv.stderr_text().matches("ordering a certificate").count(), 1, "{}", srv.stderr_text());
+}
+
+/// Started as root with `-u nobody`: `state_dir` is given to nobody before the switch, so
+/// the ACME thread, running as nobody, writes the account and the certificate there.
+#[test]
+fn after_the_switch_to_another_user_state_dir_stays_writable() {
+    if !have_pebble() || !std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+        eprintln!("note: not root, or no pebble: the user switch is not tested");
+        return;
+    }
+    let (http, tls) = (free_port(), free_port());
+    let pebble = Pebble::start(http, tls, 3600, false);
+    let state = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    fs::set_permissions(state.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let state_dir = state.path().join("acme");
+    let config = acme_config(
+        http,
+        tls,
+        &pebble.directory(),
+        &pebble.ca_roots(),
+        "\"localhost\"",
+        "challenges = [\"http-01\"]\n",
+    )
+    .replace("{dir}/acme", state_dir.to_str().unwrap());
+    let srv = Server::builder().raw_config(&config).args(&["-u", "nobody"]).start();
+    let root = pebble.issuing_root();
+    wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
+    let nobody = fs::metadata(state_dir.join("localhost.crt")).unwrap().uid();
+    assert_ne!(nobody, 0);
+    assert_eq!(fs::metadata(&state_dir).unwrap().uid(), nobody);
+    assert_eq!(fs::metadata(state_dir.join("account.json")).unwrap().uid(), nobody);
 }
 
 /// The CA unreachable at start: the server starts and serves plain HTTP, says why in the

@@ -349,7 +349,7 @@ async fn order(
         written.push(file.map_err(|e| format!("cannot write the challenge answer: {e}"))?);
         ch.set_ready().await.map_err(|e| format!("challenge: {e}"))?;
     }
-    let status = order.poll_ready(&POLL).await.map_err(|e| format!("validation: {e}"))?;
+    let status = order.poll_ready(&POLL).await.map_err(|e| format!("validation by {}: {e}", kind.name()))?;
     if status != OrderStatus::Ready {
         return Err(format!("validation by {} failed: {}", kind.name(), why_invalid(&mut order).await));
     }
