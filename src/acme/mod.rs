@@ -17,7 +17,7 @@
 //!   request pipeline before any rule); [`alpn_certificate`] is the certificate resolver's
 //!   answer to a ClientHello offering only `acme-tls/1` (RFC 8737).
 //! - **Before the first certificate**, a handshake for a name that has none ends in an
-//!   alert (`unrecognized_name` from rustls: no certificate resolved), unless `[tls] cert`
+//!   alert (`access_denied`: rustls resolved no certificate), unless `[tls] cert`
 //!   gives a default. A temporary self-signed certificate was the other choice: browsers
 //!   would show an interstitial that users learn to click through, and an HSTS site could
 //!   not be reached at all; the alert says the truth (not ready) for the seconds issuance
