@@ -463,6 +463,37 @@ fn ca_down_at_start_serves_plain_http_and_says_why() {
     assert!(o.stderr.contains("alert"), "{o:?}");
 }
 
+/// The CA unreachable and the certificate in `state_dir` expired: it is served all the
+/// same, with a warning, and its renewal is attempted (and fails, and is retried).
+#[test]
+fn ca_down_and_an_expired_certificate_serves_it_with_a_warning() {
+    let (http, tls) = (free_port(), free_port());
+    let dead = format!("https://127.0.0.1:{}/dir", free_port());
+    let roots = tempfile::tempdir().unwrap();
+    make_pebble_certs(roots.path());
+    let config = acme_config(http, tls, &dead, &roots.path().join("ca.pem"), "\"localhost\"", "");
+    let srv = Server::builder()
+        .setup(|dir, _| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2020, 3, 31);
+            let cert = p.self_signed(&key).unwrap();
+            fs::create_dir_all(dir.join("acme")).unwrap();
+            fs::write(dir.join("acme/localhost.crt"), cert.pem()).unwrap();
+            fs::write(dir.join("acme/localhost.key"), key.serialize_pem()).unwrap();
+        })
+        .raw_config(&config)
+        .start();
+    wait_stderr(&srv, "acme: localhost: failed: ", Duration::from_secs(10));
+    let err = srv.stderr_text();
+    assert!(err.contains("localhost.crt expired on Tue, 31 Mar 2020") && err.contains("serving it until"), "{err}");
+    assert!(err.contains("acme: localhost: renewing a certificate"), "{err}");
+    let resolve = format!("localhost:{tls}:127.0.0.1");
+    let o = curl(&["-k", "--resolve", &resolve, &format!("https://localhost:{tls}/file.txt")]);
+    assert_eq!(o.code, Some(0), "{o:?}");
+}
+
 /// HTTP-01 answers come before every rule: redirect_http, `[[auth]]` on `/`, hidden
 /// paths, a `_redirects` catch-all; a token that names no pending answer is a 404.
 #[test]
