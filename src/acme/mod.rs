@@ -14,8 +14,8 @@
 //!   the loop rebuilds its TLS configuration by the reload path (`tls::server_config`):
 //!   new handshakes get the new certificate, connections in flight keep theirs.
 //! - **Challenges**: [`http01`] answers `/.well-known/acme-challenge/TOKEN` (called by the
-//!   request pipeline before any rule); [`alpn_certificate`] is the certificate resolver's
-//!   answer to a ClientHello offering only `acme-tls/1` (RFC 8737).
+//!   request pipeline before any rule); `tls::acme` reads what the handshakes need
+//!   (the certificates, the TLS-ALPN-01 answers to `acme-tls/1`, RFC 8737).
 //! - **Before the first certificate**, a handshake for a name that has none ends in an
 //!   alert (`access_denied`: rustls resolved no certificate), unless `[tls] cert`
 //!   gives a default. A temporary self-signed certificate was the other choice: browsers
@@ -27,19 +27,13 @@ pub mod client;
 mod schedule;
 pub mod store;
 
-use std::path::Path;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
-
-use rustls::sign::CertifiedKey;
 
 use crate::config::AcmeSettings;
 
 /// The path prefix of HTTP-01 answers (RFC 8555 §8.3).
 pub const HTTP01_PREFIX: &str = "/.well-known/acme-challenge/";
-/// The ALPN protocol of TLS-ALPN-01 (RFC 8737 §6.2).
-pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
 /// What the thread tells its loop.
 pub enum Event {
@@ -121,53 +115,6 @@ pub fn http01(settings: &AcmeSettings, path: &str) -> Option<Option<Vec<u8>>> {
         return Some(None);
     }
     Some(std::fs::read(store::http01_file(&settings.state_dir, token)).ok())
-}
-
-/// The TLS-ALPN-01 certificate for `name` while its challenge is pending.
-pub fn alpn_certificate(state_dir: &Path, name: Option<&str>) -> Option<Arc<CertifiedKey>> {
-    let name = crate::tls::sni::normalize(name?);
-    let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-    if !valid || name.starts_with('.') {
-        return None;
-    }
-    let pem = std::fs::read(store::alpn_file(state_dir, &name)).ok()?;
-    certified_key(&pem)
-}
-
-/// A certificate chain and its key from one PEM text.
-fn certified_key(pem: &[u8]) -> Option<Arc<CertifiedKey>> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem).collect::<Result<_, _>>().ok()?;
-    let key = PrivateKeyDer::from_pem_slice(pem).ok()?;
-    let signer = crate::tls::provider().key_provider.load_private_key(key).ok()?;
-    (!chain.is_empty()).then(|| Arc::new(CertifiedKey::new(chain, signer)))
-}
-
-/// The certificates in `state_dir` for the configured names, for `tls::server_config`:
-/// those that load (expired ones too, with a warning: better than none while the CA is
-/// unreachable); a name without one yet is left out (its handshakes get an alert).
-pub fn certificates(
-    settings: &AcmeSettings,
-    provider: &rustls::crypto::CryptoProvider,
-    now: SystemTime,
-    warnings: &mut Vec<String>,
-) -> Vec<(String, Arc<CertifiedKey>)> {
-    let mut out = Vec::new();
-    for name in &settings.domains {
-        let files = store::cert_files(&settings.state_dir, name);
-        if !files.cert.exists() {
-            continue;
-        }
-        match crate::tls::certs::load(&files, provider, now) {
-            Ok(l) => {
-                warnings.extend(l.warning.map(|w| format!("acme: {w}; serving it until it is renewed")));
-                out.push((name.clone(), l.key));
-            }
-            Err(e) => warnings.push(format!("acme: {name}: {e}; a new certificate will be ordered")),
-        }
-    }
-    out
 }
 
 /// Makes `state_dir` ready for the service user (see [`store::prepare`]).

@@ -452,7 +452,7 @@ mod tests {
     #[test]
     fn the_alpn_certificate_carries_the_digest() {
         let pem = alpn_certificate("example.org", &[7u8; 32]).unwrap();
-        let key = super::super::certified_key(pem.as_bytes()).unwrap();
+        let key = crate::tls::acme::certified_key(pem.as_bytes()).unwrap();
         let der = key.cert[0].as_ref();
         // id-pe-acmeIdentifier (1.3.6.1.5.5.7.1.31), critical, OCTET STRING of the digest.
         let oid = [0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x1f];

@@ -19,13 +19,9 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-pub const HTTP01_DIR: &str = "http-01";
-pub const ALPN_DIR: &str = "tls-alpn-01";
+pub use crate::tls::acme::{alpn_file, cert_files, ALPN_DIR};
 
-/// A name's certificate chain and key.
-pub fn cert_files(dir: &Path, name: &str) -> crate::config::CertFiles {
-    crate::config::CertFiles { cert: dir.join(format!("{name}.crt")), key: dir.join(format!("{name}.key")) }
-}
+pub const HTTP01_DIR: &str = "http-01";
 
 /// An HTTP-01 token as RFC 8555 §8.1 makes them: base64url, at least 128 bits. A longer
 /// bound keeps a request from naming an arbitrary file.
@@ -35,10 +31,6 @@ pub fn valid_token(t: &str) -> bool {
 
 pub fn http01_file(dir: &Path, token: &str) -> PathBuf {
     dir.join(HTTP01_DIR).join(token)
-}
-
-pub fn alpn_file(dir: &Path, name: &str) -> PathBuf {
-    dir.join(ALPN_DIR).join(format!("{name}.pem"))
 }
 
 /// Writes `data` to `path` atomically, mode 0600.

@@ -19,6 +19,8 @@
 //! The reading and writing through it is in `conn` (`conn/tls_io.rs`), beside the plain
 //! transport it mirrors.
 
+#[cfg(feature = "acme")]
+pub mod acme;
 pub mod certs;
 pub mod sni;
 pub mod tickets;
@@ -73,7 +75,7 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
     // Without `[tls] cert`, the first ACME name's certificate serves clients naming no other.
     #[cfg(feature = "acme")]
     let default = {
-        let acme = crate::acme::certificates(&cfg.acme, &provider, now, &mut warnings);
+        let acme = acme::certificates(&cfg.acme, &provider, now, &mut warnings);
         let first = acme.first().map(|(_, k)| Arc::clone(k));
         by_name.extend(acme);
         default.or(first)
@@ -97,7 +99,7 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
     // Last: chosen only by a client that offers nothing else (the CA's validation).
     #[cfg(feature = "acme")]
     if resolver_answers_alpn(cfg) {
-        sc.alpn_protocols.push(crate::acme::ACME_TLS_ALPN.to_vec());
+        sc.alpn_protocols.push(acme::ACME_TLS_ALPN.to_vec());
     }
     let t = &cfg.tls;
     sc.session_storage = match previous {

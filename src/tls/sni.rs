@@ -20,7 +20,7 @@ pub struct SniResolver {
     /// None: a client naming no host with a certificate gets an alert (`[acme]` without
     /// `[tls] cert`, before the first certificate).
     default: Option<Arc<CertifiedKey>>,
-    /// `[acme] state_dir` when TLS-ALPN-01 is answered (`crate::acme::alpn_certificate`).
+    /// `[acme] state_dir` when TLS-ALPN-01 is answered (`super::acme::alpn_certificate`).
     #[cfg(feature = "acme")]
     pub acme_dir: Option<std::path::PathBuf>,
 }
@@ -49,8 +49,8 @@ impl ResolvesServerCert for SniResolver {
         // TLS-ALPN-01 (RFC 8737 §3): a ClientHello offering `acme-tls/1` alone is the CA's.
         #[cfg(feature = "acme")]
         if let Some(dir) = &self.acme_dir {
-            if hello.alpn().is_some_and(|mut p| p.next() == Some(crate::acme::ACME_TLS_ALPN) && p.next().is_none()) {
-                return crate::acme::alpn_certificate(dir, hello.server_name());
+            if hello.alpn().is_some_and(|mut p| p.next() == Some(super::acme::ACME_TLS_ALPN) && p.next().is_none()) {
+                return super::acme::alpn_certificate(dir, hello.server_name());
             }
         }
         self.pick(hello.server_name()).cloned()
