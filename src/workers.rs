@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use std::net::TcpListener as StdListener;
 
-use crate::server::{self, Reloader, Server, StartError};
+use crate::ctx::{self, StartError};
+use crate::server::{self, Reloader, Server};
 use crate::sys::SignalFd;
 
 /// A worker that lived shorter than this is restarted only after the same pause.
@@ -44,7 +45,7 @@ struct Slot {
 /// Runs the parent until every worker has exited after a TERM or INT. Returns the exit
 /// status for `main`.
 pub fn run(cfg: Config, listeners: Listeners, reloader: Reloader) -> Result<u8, StartError> {
-    server::open_resources(&cfg)?;
+    ctx::open_resources(&cfg)?;
     // Sockets bound by the caller (so the port is open before "listening" is printed) go to
     // the first worker; the others bind their own with SO_REUSEPORT. The parent keeps no
     // listening socket: one that nobody accepts on would still get its share of connections.

@@ -26,14 +26,10 @@
 //!   resident.
 
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 
-use super::exchange::Exchange;
-use super::{is_peer_gone, Body, Conn, Discard, Early, Phase, Transport, WriteResult};
-use crate::fs::cache;
-use crate::http::request::Request;
-use crate::server::Ctx;
-use crate::sys;
+use super::h1::Discard;
+use super::{is_peer_gone, Conn, Phase, Transport, WriteResult};
+use crate::ctx::Ctx;
 use crate::tls::{TlsState, OUT_LIMIT};
 
 /// Plaintext handed to rustls at once: one full TLS record.
@@ -56,32 +52,10 @@ impl Conn {
         self
     }
 
-    /// The 421 rule (nginx's): on a TLS connection whose client sent SNI, a request whose
-    /// Host picks another `[[vhost]]` than the SNI name picked is misdirected: it would be
-    /// answered under a certificate that was not checked for its host (the client may be
-    /// reusing a connection for a host it believes the certificate covers). Hosts that pick
-    /// the same site (both unknown: the default) are fine; without SNI nothing is checked.
-    pub(super) fn misdirected(&self, cx: &Ctx, req: &Request<'_>) -> bool {
-        let Transport::Tls(t) = &self.transport else { return false };
-        let (Some(sni), false) = (t.conn.server_name(), cx.vroots.is_empty()) else { return false };
-        // The same comparison as the serving pipeline's choice of site (`serve::site`).
-        let site = |name: &[u8]| cx.vroots.iter().position(|(h, _)| h.as_bytes().eq_ignore_ascii_case(name));
-        let (sni, host) = (sni.as_bytes(), req.host.map_or(&[][..], strip_port));
-        site(sni.strip_suffix(b".").unwrap_or(sni)) != site(host.strip_suffix(b".").unwrap_or(host))
-    }
-
-    /// What the transport answers instead of the pipeline: the redirect to HTTPS on a
-    /// plain connection (`[tls] redirect_http`; the health endpoint is still answered), or
-    /// 421 for a misdirected request.
-    pub(super) fn early(&self, cx: &Ctx, req: &Request<'_>) -> Early {
-        let is_health = || cx.cfg.health_path.as_deref() == Some(req.path);
-        if cx.cfg.tls.redirect_http && self.is_plain() && req.path.starts_with('/') && !is_health() {
-            Early::RedirectHttps
-        } else if self.misdirected(cx, req) {
-            Early::Misdirected
-        } else {
-            Early::Pipeline
-        }
+    /// The name the client sent in its TLS handshake (SNI), if any.
+    pub(super) fn sni(&self) -> Option<&str> {
+        let Transport::Tls(t) = &self.transport else { return None };
+        t.conn.server_name()
     }
 
     /// The protocol and cipher for the access log (None on a plain connection).
@@ -287,7 +261,7 @@ impl Conn {
             let Transport::Tls(t) = &mut self.transport else { return Err(WriteResult::Closed) };
             let head = &self.ex.head[self.ex.head_pos..];
             let head = &head[..head.len().min(CHUNK)];
-            let body = match next_body(&self.ex.body, (CHUNK - head.len()).min(cap), scratch) {
+            let body = match self.ex.body.peek((CHUNK - head.len()).min(cap), scratch) {
                 Ok(Some(b)) => b,
                 Ok(None) => return Err(self.truncated(cx)),
                 Err(e) => {
@@ -297,7 +271,7 @@ impl Conn {
             };
             let (h, n) = (head.len(), head.len() + body.len());
             if n == 0 {
-                if self.body_left() == 0 {
+                if self.ex.body.remaining() == 0 {
                     return Ok(handed > 0);
                 }
                 if handed > 0 {
@@ -323,11 +297,7 @@ impl Conn {
             let from_head = took.min(h);
             self.ex.head_pos += from_head;
             let from_body = took - from_head;
-            match &mut self.ex.body {
-                Body::Mem { pos, .. } | Body::Mapped { pos, .. } => *pos += from_body,
-                Body::File { pos, .. } => *pos += from_body as u64,
-                Body::None => {}
-            }
+            self.ex.body.consume(from_body);
             self.ex.body_sent += from_body as u64;
             self.ex.charge(cx, from_body as u64);
             cap = cap.saturating_sub(from_body);
@@ -339,16 +309,6 @@ impl Conn {
         }
         Ok(true)
     }
-
-    /// Body bytes not yet handed to rustls.
-    fn body_left(&self) -> u64 {
-        match &self.ex.body {
-            Body::None => 0,
-            Body::Mem { buf, pos } => (buf.len() - pos) as u64,
-            Body::Mapped { pos, end, .. } => (end - pos) as u64,
-            Body::File { pos, end, .. } => end - pos,
-        }
-    }
 }
 
 thread_local! {
@@ -356,98 +316,4 @@ thread_local! {
     /// once per process. (A stack array, zeroed for every batch, cost 32 KiB of memset per
     /// response and a 16 KiB stack frame; bytes in memory are handed over in place.)
     static SCRATCH: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
-}
-
-/// The next body bytes (at most `room`), without moving the cursor: in place for bytes in
-/// memory (an error page, a cached listing); copied into `scratch` for a mapping
-/// (`sys::copy_mapped`: a page gone with a truncation is `EFAULT` there, not SIGBUS), read
-/// with `pread` for a descriptor. `Ok(None)`: the file shrank under the server.
-fn next_body<'a>(body: &'a Body, room: usize, scratch: &'a mut [u8]) -> io::Result<Option<&'a [u8]>> {
-    let room = room.min(scratch.len());
-    let got = match body {
-        Body::None => return Ok(Some(&[])),
-        Body::Mem { buf, pos } => return Ok(Some(&buf[*pos..(*pos + room).min(buf.len())])),
-        Body::Mapped { entry, pos, end } => {
-            let n = (end - pos).min(room);
-            if n == 0 {
-                return Ok(Some(&[]));
-            }
-            match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
-                // A rendering (a cached listing) is ordinary memory.
-                (cache::Body::Memory(_), Some(src)) => return Ok(Some(src)),
-                (_, Some(src)) => sys::copy_mapped(src, &mut scratch[..n]),
-                // The range is inside the entry by construction; if it were not, the
-                // response cannot be completed: as for a truncation.
-                (_, None) => return Ok(None),
-            }
-        }
-        Body::File { entry, pos, end, .. } => {
-            let cache::Body::Fd(file) = &entry.body else { return Ok(None) };
-            let n = usize::try_from(end - pos).unwrap_or(usize::MAX).min(room);
-            if n == 0 {
-                return Ok(Some(&[]));
-            }
-            file.read_at(&mut scratch[..n], *pos)
-        }
-    };
-    match got {
-        Ok(0) => Ok(None),
-        Ok(n) => Ok(Some(&scratch[..n])),
-        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// `https://host[:port]path[?query]`, the port left out when it is HTTPS's own.
-fn https_location(host: &[u8], port: u16, path: &str, query: Option<&str>) -> Vec<u8> {
-    let mut l = Vec::with_capacity(16 + host.len() + path.len() + query.map_or(0, |q| q.len() + 1));
-    l.extend_from_slice(b"https://");
-    l.extend_from_slice(host);
-    if port != 443 {
-        l.push(b':');
-        l.extend_from_slice(itoa::Buffer::new().format(port).as_bytes());
-    }
-    l.extend_from_slice(path.as_bytes());
-    if let Some(q) = query {
-        l.push(b'?');
-        l.extend_from_slice(q.as_bytes());
-    }
-    l
-}
-
-/// A Host value without its port (`[::1]:8443` -> `[::1]`).
-fn strip_port(host: &[u8]) -> &[u8] {
-    if host.starts_with(b"[") {
-        return host.iter().position(|&b| b == b']').map_or(host, |i| &host[..=i]);
-    }
-    host.iter().rposition(|&b| b == b':').map_or(host, |i| &host[..i])
-}
-
-/// `[tls] redirect_http`: the same URL over HTTPS, permanently (nginx's `return 301
-/// https://$host$request_uri`): the request's host without its port, the port of the
-/// first TLS listener unless it is 443, the path and query as sent. No host (HTTP/1.0
-/// without Host): nothing to redirect to, 400.
-pub(super) fn redirect_https(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>) -> u16 {
-    let Some(host) = req.host.map(strip_port).filter(|h| !h.is_empty()) else {
-        return ex.simple_response(cx, 400, req, None);
-    };
-    let location = https_location(host, cx.https_port, req.path, req.query);
-    ex.simple_response(cx, 301, req, Some(("Location", &location)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn https_locations() {
-        let l = |h: &str, port, path, q| {
-            String::from_utf8(https_location(strip_port(h.as_bytes()), port, path, q)).unwrap()
-        };
-        assert_eq!(l("example.org", 443, "/", None), "https://example.org/");
-        assert_eq!(l("example.org:80", 443, "/a/b", Some("x=1&y")), "https://example.org/a/b?x=1&y");
-        assert_eq!(l("example.org:8080", 8443, "/%20", Some("")), "https://example.org:8443/%20?");
-        assert_eq!(l("[::1]:8080", 8443, "/p", None), "https://[::1]:8443/p");
-        assert_eq!(l("[::1]", 443, "/p", None), "https://[::1]/p");
-    }
 }

@@ -5,10 +5,11 @@
 //! * [`hpack`] is the header compression (RFC 7541): a decoder for the client's header
 //!   blocks with a bounded dynamic table and header-list-size accounting, and an encoder for
 //!   the response heads.
-//! * [`priority`]: RFC 9218's priority parameters, from the `priority` field and
-//!   PRIORITY_UPDATE frames.
-//! * [`request`]: a request's decoded fields, validated (§8.2, §8.3.1) and turned into the
-//!   same `http::request::Request` HTTP/1.1 produces.
+//! * RFC 9218's priority parameters, from the `priority` field and PRIORITY_UPDATE frames,
+//!   are parsed by `http::priority` (HTTP/3 carries the same).
+//! * A request's decoded fields are validated and turned into the same
+//!   `http::request::Request` HTTP/1.1 produces by `http::fields`, whose rules HTTP/3
+//!   shares.
 //! * [`session`]: the connection state machine, sans-IO: bytes in, requests and stream
 //!   events out, frames into a write buffer; streams, flow control, limits, defences.
 //!
@@ -17,6 +18,4 @@
 
 pub mod frame;
 pub mod hpack;
-pub mod priority;
-pub mod request;
 pub mod session;

@@ -3,9 +3,9 @@
 //! the plain listeners and the TLS ones alike (a CA follows a redirect to HTTPS).
 
 use super::exchange::{Body, Exchange};
+use crate::ctx::Ctx;
 use crate::http::request::{Method, Request};
 use crate::http::response::Head;
-use crate::server::Ctx;
 
 impl Exchange {
     /// The answer to an HTTP-01 validation request, or None for any other request.
