@@ -309,6 +309,9 @@ fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
         thread::sleep(Duration::from_millis(100));
     };
     eprintln!("renewed {renewed_in:?} after the restart; {fetched} requests, none failed");
+    for l in srv.stderr_text().lines().filter(|l| l.contains("acme: ")) {
+        eprintln!("{l}");
+    }
     for _ in 0..5 {
         assert_eq!(fetch("localhost", tls, "/file.txt", &root).code, Some(0));
     }
