@@ -318,7 +318,8 @@ fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
 }
 
 /// TLS-ALPN-01 for two names (the second resolved by pebble-challtestsrv), each with a
-/// certificate of its own chosen by SNI; plain HTTP is never asked.
+/// certificate of its own chosen by SNI; plain HTTP is never asked. The second name starts
+/// with a certificate in `state_dir` whose key is not its own: it is ordered anew.
 #[test]
 fn tls_alpn01_issues_for_two_names() {
     if !have_pebble() {
@@ -334,7 +335,17 @@ fn tls_alpn01_issues_for_two_names() {
         "\"localhost\", \"www.acme.test\"",
         "challenges = [\"tls-alpn-01\", \"http-01\"]\n",
     );
-    let srv = Server::builder().raw_config(&config).start();
+    let srv = Server::builder()
+        .setup(|dir, _| {
+            let mut p = rcgen::CertificateParams::new(vec!["www.acme.test".to_string()]).unwrap();
+            p.not_after = rcgen::date_time_ymd(2099, 1, 1);
+            let cert = p.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap();
+            fs::create_dir_all(dir.join("acme")).unwrap();
+            fs::write(dir.join("acme/www.acme.test.crt"), cert.pem()).unwrap();
+            fs::write(dir.join("acme/www.acme.test.key"), rcgen::KeyPair::generate().unwrap().serialize_pem()).unwrap();
+        })
+        .raw_config(&config)
+        .start();
     let root = pebble.issuing_root();
     for name in ["localhost", "www.acme.test"] {
         wait_issued(&srv, name, tls, &root, Duration::from_secs(30));

@@ -191,7 +191,10 @@ impl Thread {
     /// never before a retry time.
     fn due(&self, n: &mut Name, now: SystemTime) -> SystemTime {
         let files = store::cert_files(&self.settings.state_dir, &n.name);
-        let validity = std::fs::read(&files.cert).ok().and_then(|pem| leaf_validity(&pem));
+        // A certificate that does not load (its key lost or not its own) is as good as none:
+        // the loops do not serve it (`tls::acme::certificates` says so), so it is ordered anew.
+        let loads = crate::tls::certs::load(&files, &crate::tls::provider(), now).is_ok();
+        let validity = std::fs::read(&files.cert).ok().filter(|_| loads).and_then(|pem| leaf_validity(&pem));
         n.status.not_after = validity.map(|(_, after)| after);
         let renew = match validity {
             None => now,
