@@ -212,7 +212,7 @@ fn check_frame(h: Header, payload: &[u8], max_frame: usize) -> Result<(), String
             if h.kind != frame::SETTINGS
                 || h.stream != 0
                 || ack != (h.flags & frame::ACK != 0)
-                || payload.len() % 6 != 0
+                || !payload.len().is_multiple_of(6)
             {
                 return Err(ctx("SETTINGS"));
             }
@@ -520,7 +520,7 @@ fn grants(sent: &[u8]) -> Grants {
                 *g.stream.entry(stream).or_default() += inc;
             }
         }
-        if kind == frame::SETTINGS && len % 6 == 0 {
+        if kind == frame::SETTINGS && len.is_multiple_of(6) {
             for s in p.chunks(6) {
                 let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
                 match u16::from_be_bytes([s[0], s[1]]) {

@@ -75,6 +75,9 @@ pub struct Ctx {
     /// On-demand compression: the variants made and the thread that makes them.
     #[cfg(feature = "compression")]
     pub ondemand: crate::ondemand::OnDemand,
+    /// Automatic certificates: the ACME thread's handle (`[acme]`).
+    #[cfg(feature = "acme")]
+    pub acme: Option<crate::acme::Acme>,
     pub throttles: Throttles,
     /// `Server` and `P3P`, rendered once.
     pub fixed_fields: Vec<u8>,
@@ -173,6 +176,10 @@ impl Ctx {
             config_loaded: &self.config_loaded,
             tls: !self.cfg.tls.listen.is_empty(),
             deferring: self.deferring,
+            #[cfg(feature = "acme")]
+            certificates: self.acme.as_ref().map(crate::acme::Acme::status).unwrap_or_default(),
+            #[cfg(not(feature = "acme"))]
+            certificates: Vec::new(),
         };
         status::render(&snap, format, out);
     }
@@ -279,6 +286,8 @@ impl Ctx {
             referer,
             #[cfg(feature = "compression")]
             ondemand: crate::ondemand::OnDemand::new(&cfg.compression, waker.clone()),
+            #[cfg(feature = "acme")]
+            acme: crate::acme::Acme::new(&cfg.acme, waker.clone()),
             auth: AuthCache::new(waker),
             throttles: Throttles::new(cfg.throttles.clone()),
             encodings: Vec::new(),

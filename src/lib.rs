@@ -22,6 +22,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod access;
+#[cfg(feature = "acme")]
+pub mod acme;
 pub mod background;
 #[cfg(feature = "compression")]
 pub mod compress;

@@ -164,6 +164,10 @@ fn check(launch: Launch) -> ExitCode {
         Ok(None) => {}
         Err(e) => return r.fail(e),
     }
+    #[cfg(feature = "acme")]
+    if let Err(e) = ferrohttpd::acme::prepare_state_dir(&cfg.acme, None) {
+        return r.fail(e);
+    }
     if let Some(dd) = cfg.thttpd.data_dir.as_ref().filter(|_| cfg.thttpd.chroot) {
         let inside = root.join(dd.strip_prefix("/").unwrap_or(dd));
         if !inside.is_dir() {
@@ -404,6 +408,11 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
         },
         None => None,
     };
+    // The ACME state directory, made and given to the service user while still root.
+    #[cfg(feature = "acme")]
+    if let Err(e) = ferrohttpd::acme::prepare_state_dir(&cfg.acme, switch_to.as_ref().map(|&(_, u, g)| (u, g))) {
+        return Err(r.fail(e));
+    }
     if cfg.workers > 1 && (cfg.thttpd.chroot || switch_to.is_some()) {
         return Err(r.fail(
             "workers > 1 cannot be combined with chroot (-r) or a user switch (-u, or running as root in thttpd mode); \

@@ -369,6 +369,10 @@ impl Server {
         // First, so that the event buffer below takes heap pages start-up gave back.
         crate::sys::release_startup_memory();
         let mut events = Events::with_capacity(1024);
+        #[cfg(feature = "acme")]
+        if let Some(Err(e)) = self.cx.acme.as_mut().map(crate::acme::Acme::start) {
+            self.cx.error(format_args!("{e}"));
+        }
         loop {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -384,6 +388,8 @@ impl Server {
                         self.on_verified();
                         #[cfg(feature = "compression")]
                         self.cx.ondemand.finish();
+                        #[cfg(feature = "acme")]
+                        self.on_acme();
                     }
                     Token(t) if t < self.listeners.len() => self.accept(t),
                     Token(t) if t >= CONN_BASE => {
@@ -916,6 +922,30 @@ impl Server {
         }
     }
 
+    /// What the ACME thread said: its log lines, and a new certificate, which new
+    /// handshakes get from here on (the TLS configuration is rebuilt as on reload).
+    #[cfg(feature = "acme")]
+    fn on_acme(&mut self) {
+        let Some(acme) = self.cx.acme.as_mut() else { return };
+        let (logs, installed) = acme.take_events();
+        for l in logs {
+            self.cx.error(format_args!("{l}"));
+        }
+        if installed {
+            let previous = self.tls.as_deref().map(|sc| (&self.cx.cfg, sc));
+            match crate::tls::server_config(&self.cx.cfg, previous) {
+                Ok(built) => {
+                    let (tls, warnings) = built.map_or((None, Vec::new()), |(c, w)| (Some(c), w));
+                    self.tls = tls;
+                    for w in warnings {
+                        self.cx.error(format_args!("warning: {w}"));
+                    }
+                }
+                Err(e) => self.cx.error(format_args!("acme: the new certificate cannot be served: {e}")),
+            }
+        }
+    }
+
     /// Re-reads the configuration; a configuration that fails to load or to apply is
     /// reported and the running one stays in force.
     fn reload(&mut self) {
@@ -952,6 +982,10 @@ impl Server {
         if new.tls.listen != self.cx.cfg.tls.listen {
             self.cx.error(format_args!("tls.listen cannot change without a restart; keeping the current addresses"));
             new.tls.listen = self.cx.cfg.tls.listen.clone();
+        }
+        if new.acme != self.cx.cfg.acme {
+            self.cx.error(format_args!("[acme] cannot change without a restart; keeping the current settings"));
+            new.acme = self.cx.cfg.acme.clone();
         }
         // Certificates are read again: a renewed one serves new connections, while those in
         // flight finish with the one they started with. One that fails keeps the old.

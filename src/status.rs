@@ -99,6 +99,23 @@ pub struct Snapshot<'a> {
     pub tls: bool,
     /// Whether the listeners defer accepts now (TCP_DEFER_ACCEPT).
     pub deferring: bool,
+    /// Certificates obtained by ACME (`[acme]`), by name.
+    pub certificates: Vec<CertStatus>,
+}
+
+/// One `[acme]` name's certificate: when it expires, the next attempt (renewal, or retry
+/// after a failure), the last error.
+#[derive(Clone, Debug, Default)]
+pub struct CertStatus {
+    pub name: String,
+    pub not_after: Option<std::time::SystemTime>,
+    pub next: Option<std::time::SystemTime>,
+    pub last_error: Option<String>,
+}
+
+/// Seconds since the epoch, 0 for none.
+fn epoch(t: Option<std::time::SystemTime>) -> u64 {
+    t.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs())
 }
 
 /// On-demand compression's counters (`crate::ondemand`).
@@ -187,6 +204,11 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 "compression: compressed {} bytes_saved {} queue_drops {} entries {} bytes {}",
                 z.compressed, z.bytes_saved, z.queue_drops, z.entries, z.bytes
             );
+            for a in &s.certificates {
+                let date = |t: Option<std::time::SystemTime>| t.map_or_else(|| "-".into(), httpdate::fmt_http_date);
+                let _ = write!(t, "acme: {} expires {} next {}", a.name, date(a.not_after), date(a.next));
+                let _ = writeln!(t, " last_error {}", a.last_error.as_deref().unwrap_or("-"));
+            }
             let _ = writeln!(t, "config: {} (loaded {})", s.config_file, s.config_loaded);
         }
         Format::Json => {
@@ -243,6 +265,29 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 }
                 t.push_str("}},");
             }
+            if !s.certificates.is_empty() {
+                t.push_str("\"acme\":[");
+                for (i, a) in s.certificates.iter().enumerate() {
+                    let mut err = Vec::new();
+                    if let Some(e) = &a.last_error {
+                        err.push(b'"');
+                        crate::log::escape_json(&mut err, e.as_bytes());
+                        err.push(b'"');
+                    } else {
+                        err.extend_from_slice(b"null");
+                    }
+                    let _ = write!(
+                        t,
+                        "{}{{\"name\":\"{}\",\"expires\":{},\"next\":{},\"last_error\":{}}}",
+                        if i > 0 { "," } else { "" },
+                        a.name,
+                        epoch(a.not_after),
+                        epoch(a.next),
+                        String::from_utf8_lossy(&err)
+                    );
+                }
+                t.push_str("],");
+            }
             t.push_str("\"config\":{\"file\":\"");
             let mut esc = Vec::new();
             crate::log::escape_json(&mut esc, s.config_file.as_bytes());
@@ -258,6 +303,17 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 }
             };
             metric("uptime_seconds", "gauge", "Seconds since start.", &[("", s.uptime_secs)]);
+            if !s.certificates.is_empty() {
+                let rows: Vec<(String, u64)> =
+                    s.certificates.iter().map(|a| (format!("{{name=\"{}\"}}", a.name), epoch(a.not_after))).collect();
+                let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+                metric(
+                    "acme_certificate_expiry_seconds",
+                    "gauge",
+                    "When each ACME certificate expires (0: none yet).",
+                    &rows,
+                );
+            }
             metric(
                 "connections",
                 "gauge",
@@ -368,12 +424,21 @@ mod tests {
             config_loaded: "now",
             tls: true,
             deferring: true,
+            certificates: vec![CertStatus {
+                name: "a.example".into(),
+                not_after: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400)),
+                next: None,
+                last_error: Some("CA \"down\"".into()),
+            }],
         };
         let mut out = Vec::new();
         render(&s, Format::Json, &mut out);
         let j = String::from_utf8(out).unwrap();
         assert!(j.contains("\"requests\":2") && j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
         assert!(j.contains("a\\\"b"));
+        let acme =
+            "\"acme\":[{\"name\":\"a.example\",\"expires\":86400,\"next\":0,\"last_error\":\"CA \\\"down\\\"\"}]";
+        assert!(j.contains(acme), "{j}");
         assert!(j.contains("\"defer_accept\":{\"on\":true,\"switched_on\":0}"), "{j}");
         assert!(j.contains("\"tls\":{\"handshakes\":{\"tls1.3\":7,") && j.contains("\"timeout\":2,"), "{j}");
         let mut out = Vec::new();

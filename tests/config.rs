@@ -45,10 +45,11 @@ fn version_flag_prints_name_and_version() {
         "the features line",
         if features
             == format!(
-                "features: {}tls {}http2 {}compression",
+                "features: {}tls {}http2 {}compression {}acme",
                 sign(cfg!(feature = "tls")),
                 sign(cfg!(feature = "http2")),
-                sign(cfg!(feature = "compression"))
+                sign(cfg!(feature = "compression")),
+                sign(cfg!(feature = "acme"))
             )
         {
             Ok(())

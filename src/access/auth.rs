@@ -406,7 +406,7 @@ fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
     let data = match input.iter().position(|&c| c == b'=') {
         Some(p) => {
             let pad = &input[p..];
-            if !pad.iter().all(|&c| c == b'=') || pad.len() > 2 || input.len() % 4 != 0 {
+            if !pad.iter().all(|&c| c == b'=') || pad.len() > 2 || !input.len().is_multiple_of(4) {
                 return None;
             }
             &input[..p]

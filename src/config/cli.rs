@@ -53,7 +53,8 @@ options:
   --config FILE    read this TOML configuration (default: built-in defaults)
   --check-config   validate the configuration, print a summary and exit
   --help           print this help and exit
-  --version, -V    print the version and this build's features (tls, http2, compression)
+  --version, -V    print the version and this build's features (tls, http2, compression,
+                   acme)
 
 thttpd-compatible flags, processed left to right (they override the configuration file):
   -C FILE          thttpd config file (a FILE ending in .toml is read as --config)
@@ -105,10 +106,11 @@ pub fn usage(mode: Mode) -> &'static str {
 }
 
 /// The optional parts (cargo features) and whether this binary has each.
-pub const FEATURES: [(&str, bool); 3] = [
+pub const FEATURES: [(&str, bool); 4] = [
     ("tls", cfg!(feature = "tls")),
     ("http2", cfg!(feature = "http2")),
     ("compression", cfg!(feature = "compression")),
+    ("acme", cfg!(feature = "acme")),
 ];
 
 /// What `--version` prints: as ferrohttpd, the version and a second line with the cargo
@@ -836,6 +838,7 @@ mod tests {
         assert_eq!(features.contains("+tls"), cfg!(feature = "tls"), "{features}");
         assert_eq!(features.contains("-http2"), !cfg!(feature = "http2"), "{features}");
         assert_eq!(features.contains("+compression"), cfg!(feature = "compression"), "{features}");
+        assert_eq!(features.contains("+acme"), cfg!(feature = "acme"), "{features}");
         assert_eq!(version(Mode::Thttpd).lines().count(), 1, "thttpd -V is thttpd's one line");
     }
 

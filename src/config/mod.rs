@@ -73,6 +73,68 @@ impl Default for TlsSettings {
     }
 }
 
+/// `[acme]`: certificates from an ACME CA (RFC 8555; see `crate::acme`). Parsed in every
+/// build; `domains` set in a build without the `acme` feature is an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcmeSettings {
+    /// Names to obtain certificates for (lowercase, no trailing dot); empty: ACME is off.
+    pub domains: Vec<String>,
+    /// The account's contact (`mailto:`); None: no contact, as RFC 8555 §7.3 allows.
+    pub email: Option<String>,
+    /// The CA's directory URL (https).
+    pub directory: String,
+    /// Extra PEM roots trusted for the directory's own HTTPS (a private CA).
+    pub ca_roots: Option<PathBuf>,
+    /// Account key, certificates, keys and challenge answers (0700; files 0600).
+    pub state_dir: PathBuf,
+    /// The challenge types to offer, in order of preference.
+    pub challenges: Vec<AcmeChallenge>,
+    /// External Account Binding (RFC 8555 §7.3.4): the key id and the decoded HMAC key.
+    pub eab: Option<(String, Vec<u8>)>,
+}
+
+/// An ACME challenge type ferrohttpd answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// `tls-alpn-01` (RFC 8737): a certificate on the TLS listeners for ALPN `acme-tls/1`.
+    TlsAlpn01,
+    /// `http-01` (RFC 8555 §8.3): `/.well-known/acme-challenge/TOKEN` on the plain listeners.
+    Http01,
+}
+
+impl AcmeChallenge {
+    pub fn name(self) -> &'static str {
+        match self {
+            AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+            AcmeChallenge::Http01 => "http-01",
+        }
+    }
+}
+
+/// Let's Encrypt's production directory, the default CA.
+pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+impl Default for AcmeSettings {
+    fn default() -> AcmeSettings {
+        AcmeSettings {
+            domains: Vec::new(),
+            email: None,
+            directory: ACME_DIRECTORY.into(),
+            ca_roots: None,
+            state_dir: PathBuf::from("/var/lib/ferrohttpd/acme"),
+            challenges: vec![AcmeChallenge::TlsAlpn01, AcmeChallenge::Http01],
+            eab: None,
+        }
+    }
+}
+
+impl AcmeSettings {
+    /// Whether certificates are to be obtained at all.
+    pub fn enabled(&self) -> bool {
+        !self.domains.is_empty()
+    }
+}
+
 /// `[http2]`: HTTP/2 (RFC 9113; see `crate::h2` and `conn/h2.rs`). Parsed in every build;
 /// a build without the `http2` feature speaks HTTP/1.1 only and ignores it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,6 +358,8 @@ pub struct Config {
     pub tls: TlsSettings,
     /// HTTP/2 (`[http2]`).
     pub http2: Http2Settings,
+    /// Automatic certificates (`[acme]`).
+    pub acme: AcmeSettings,
     /// `[[auth]]`: path prefixes protected by Basic authentication (`crate::access::auth`).
     pub auth: Vec<crate::access::auth::AuthRule>,
 }
@@ -374,6 +438,7 @@ impl Default for Config {
             health_log: true,
             tls: TlsSettings::default(),
             http2: Http2Settings::default(),
+            acme: AcmeSettings::default(),
             auth: Vec::new(),
         }
     }
@@ -453,10 +518,25 @@ impl Config {
                     "tls.listen: this ferrohttpd was built without TLS (cargo feature `tls`)".into(),
                 ));
             }
-            if self.tls.default.is_none() {
+            if self.tls.default.is_none() && !self.acme.enabled() {
                 return Err(ConfigError(
-                    "tls.cert and tls.key: a default certificate is needed when tls.listen is set".into(),
+                    "tls.cert and tls.key: a default certificate is needed when tls.listen is set \
+                     (or [acme] domains to obtain one)"
+                        .into(),
                 ));
+            }
+        }
+        if self.acme.enabled() {
+            if !cfg!(feature = "acme") {
+                return Err(ConfigError(
+                    "acme.domains: this ferrohttpd was built without ACME (cargo feature `acme`)".into(),
+                ));
+            }
+            if self.tls.listen.is_empty() {
+                return Err(ConfigError("acme.domains: needs tls.listen (the certificates are served there)".into()));
+            }
+            if self.thttpd.chroot {
+                return Err(ConfigError("acme.domains: cannot be combined with chroot (-r)".into()));
             }
         }
         if self.max_uri_bytes >= self.max_header_bytes {

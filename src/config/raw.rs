@@ -38,6 +38,7 @@ struct Raw {
     redirect: Option<Vec<RawRule>>,
     rewrite: Option<Vec<RawRule>>,
     tls: Option<RawTls>,
+    acme: Option<RawAcme>,
     http2: Option<RawHttp2>,
     auth: Option<Vec<RawAuth>>,
 }
@@ -112,6 +113,19 @@ struct RawTls {
     ticket_key_file: S<String>,
     session_cache: S<i64>,
     redirect_http: S<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAcme {
+    domains: S<Vec<String>>,
+    email: S<String>,
+    directory: S<String>,
+    ca_roots: S<String>,
+    state_dir: S<String>,
+    challenges: S<Vec<String>>,
+    eab_kid: S<String>,
+    eab_hmac_key: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -596,6 +610,9 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
     }
     if let Some(t) = raw.tls {
         cx.tls(t, cfg)?;
+    }
+    if let Some(a) = raw.acme {
+        cx.acme(a, &mut cfg.acme)?;
     }
     if let Some(h) = raw.http2 {
         cx.http2(h, cfg)?;
@@ -1192,6 +1209,131 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// `[acme]`: names checked as `[[vhost]]` hosts are (no wildcard: that needs DNS-01),
+    /// the directory an https URL, challenges known and listed once, EAB both or neither.
+    fn acme(&self, a: RawAcme, out: &mut crate::config::AcmeSettings) -> Result<(), ConfigError> {
+        use crate::config::AcmeChallenge;
+        if let Some(v) = a.domains {
+            let mut names: Vec<String> = Vec::new();
+            for d in v.get_ref() {
+                let name = d.strip_suffix('.').unwrap_or(d).to_ascii_lowercase();
+                // DNS names only (they also name files in state_dir): letters, digits and
+                // hyphens in labels of 1 to 63, not an IP address (that needs RFC 8738).
+                let valid = name.len() <= 253
+                    && name.split('.').all(|l| {
+                        (1..=63).contains(&l.len())
+                            && !l.starts_with('-')
+                            && !l.ends_with('-')
+                            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    })
+                    && !name.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+                if name.contains('*') {
+                    return self.err(
+                        "acme.domains",
+                        v.span(),
+                        format_args!("\"{d}\": wildcards need DNS-01, not supported"),
+                    );
+                }
+                if !valid {
+                    return self.err("acme.domains", v.span(), format_args!("\"{d}\" is not a host name"));
+                }
+                if names.contains(&name) {
+                    return self.err("acme.domains", v.span(), format_args!("\"{d}\" is listed twice"));
+                }
+                names.push(name);
+            }
+            out.domains = names;
+        }
+        if let Some(v) = a.email {
+            let e = v.get_ref();
+            if !e.is_empty() && (!e.contains('@') || e.contains(|c: char| c.is_whitespace() || c.is_control())) {
+                return self.err("acme.email", v.span(), "must be an e-mail address (or empty: no contact)");
+            }
+            out.email = Some(e.clone()).filter(|e| !e.is_empty());
+        }
+        if let Some(v) = a.directory {
+            let d = v.get_ref();
+            if !d.starts_with("https://") || d.len() <= "https://".len() || d.contains(char::is_whitespace) {
+                return self.err("acme.directory", v.span(), "must be an https:// URL (RFC 8555 §6.1)");
+            }
+            out.directory = d.clone();
+        }
+        if let Some(v) = a.ca_roots {
+            out.ca_roots = Some(v.get_ref()).filter(|p| !p.is_empty()).map(|p| self.base.join(p));
+        }
+        if let Some(v) = a.state_dir {
+            if v.get_ref().is_empty() {
+                return self.err("acme.state_dir", v.span(), "must not be empty");
+            }
+            out.state_dir = self.base.join(v.get_ref());
+        }
+        if let Some(v) = a.challenges {
+            let mut list = Vec::new();
+            for c in v.get_ref() {
+                let c = match c.as_str() {
+                    "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+                    "http-01" => AcmeChallenge::Http01,
+                    other => {
+                        return self.err(
+                            "acme.challenges",
+                            v.span(),
+                            format_args!("\"{other}\": expected \"tls-alpn-01\" or \"http-01\""),
+                        )
+                    }
+                };
+                if list.contains(&c) {
+                    return self.err("acme.challenges", v.span(), format_args!("\"{}\" is listed twice", c.name()));
+                }
+                list.push(c);
+            }
+            if list.is_empty() {
+                return self.err("acme.challenges", v.span(), "must name at least one challenge");
+            }
+            out.challenges = list;
+        }
+        fn given(v: &S<String>) -> Option<&Spanned<String>> {
+            v.as_ref().filter(|v| !v.get_ref().is_empty())
+        }
+        match (given(&a.eab_kid), given(&a.eab_hmac_key)) {
+            (None, None) => out.eab = None,
+            (Some(kid), Some(key)) => match base64url_decode(key.get_ref()) {
+                Some(k) if !k.is_empty() => out.eab = Some((kid.get_ref().clone(), k)),
+                _ => return self.err("acme.eab_hmac_key", key.span(), "must be the base64url key the CA gave"),
+            },
+            (Some(kid), None) => return self.err("acme.eab_hmac_key", kid.span(), "is needed with acme.eab_kid"),
+            (None, Some(key)) => return self.err("acme.eab_kid", key.span(), "is needed with acme.eab_hmac_key"),
+        }
+        Ok(())
+    }
+}
+
+/// Base64url (RFC 4648 §5), padding optional, as CAs hand out EAB keys; the standard
+/// alphabet's `+` and `/` are taken too.
+fn base64url_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for b in s.bytes() {
+        let v = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'-' | b'+' => 62,
+            b'_' | b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    // A lone trailing character carries fewer than 8 bits: not base64.
+    (bits < 6).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1515,6 +1657,55 @@ mod tests {
             let e = err(&format!("[http2]\n{bad}\n"));
             assert!(e.starts_with(&format!("line 2: {key}:")), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn acme_section() {
+        let d = Config::default();
+        assert!(!d.acme.enabled() && d.acme.directory.starts_with("https://acme-v02"));
+        let c = load(
+            "[tls]\nlisten = [\"127.0.0.1:8443\"]\n[acme]\ndomains = [\"Example.org.\", \"www.example.org\"]\n\
+             email = \"a@example.org\"\ndirectory = \"https://ca.test/dir\"\nca_roots = \"roots.pem\"\n\
+             state_dir = \"acme\"\nchallenges = [\"http-01\"]\neab_kid = \"kid\"\neab_hmac_key = \"aGVsbG8\"\n",
+        );
+        if !cfg!(feature = "acme") {
+            assert!(c.unwrap_err().0.contains("built without"));
+            return;
+        }
+        let a = c.unwrap().acme;
+        assert_eq!(a.domains, ["example.org", "www.example.org"]);
+        assert_eq!(a.email.as_deref(), Some("a@example.org"));
+        assert_eq!(a.ca_roots.as_deref(), Some(Path::new("/etc/roots.pem")));
+        assert_eq!(a.state_dir, Path::new("/etc/acme"));
+        assert_eq!(a.challenges, [crate::config::AcmeChallenge::Http01]);
+        assert_eq!(a.eab, Some(("kid".into(), b"hello".to_vec())));
+        let err = |s: &str| load(&format!("[tls]\nlisten = [\"127.0.0.1:8443\"]\n[acme]\n{s}")).unwrap_err().0;
+        for (bad, want) in [
+            ("domains = [\"*.example.org\"]", "line 4: acme.domains: \"*.example.org\": wildcards"),
+            ("domains = [\"a b\"]", "line 4: acme.domains: \"a b\" is not a host name"),
+            ("domains = [\"../x\"]", "is not a host name"),
+            ("domains = [\"127.0.0.1\"]", "is not a host name"),
+            ("domains = [\"a..b\"]", "is not a host name"),
+            ("domains = [\"a.org\", \"A.org\"]", "line 4: acme.domains: \"A.org\" is listed twice"),
+            ("email = \"nobody\"", "line 4: acme.email:"),
+            ("directory = \"http://ca.test/\"", "line 4: acme.directory: must be an https://"),
+            ("state_dir = \"\"", "line 4: acme.state_dir:"),
+            ("challenges = [\"dns-01\"]", "line 4: acme.challenges: \"dns-01\""),
+            ("challenges = [\"http-01\", \"http-01\"]", "listed twice"),
+            ("challenges = []", "at least one"),
+            ("eab_kid = \"k\"", "line 4: acme.eab_hmac_key: is needed"),
+            ("eab_hmac_key = \"aGVsbG8\"", "line 4: acme.eab_kid: is needed"),
+            ("eab_kid = \"k\"\neab_hmac_key = \"a!\"", "line 5: acme.eab_hmac_key:"),
+            ("staging = true", "unknown field"),
+        ] {
+            let e = err(bad);
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        let e = load("[acme]\ndomains = [\"a.org\"]\n").unwrap_err().0;
+        assert!(e.contains("acme.domains: needs tls.listen"), "{e}");
+        assert_eq!(base64url_decode("AQID_-8"), Some(vec![1, 2, 3, 255, 239]));
+        assert_eq!(base64url_decode("AQID/+8="), Some(vec![1, 2, 3, 255, 239]));
+        assert_eq!(base64url_decode("A"), None);
     }
 
     #[test]

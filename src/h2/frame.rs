@@ -274,7 +274,7 @@ impl<'a> Frame<'a> {
             }
             SETTINGS => {
                 let ack = h.flags & ACK != 0;
-                if (ack && !payload.is_empty()) || payload.len() % 6 != 0 {
+                if (ack && !payload.is_empty()) || !payload.len().is_multiple_of(6) {
                     return conn(Code::FrameSize);
                 }
                 Frame::Settings { ack, params: SettingsIter(payload) }
@@ -316,7 +316,7 @@ impl<'a> Frame<'a> {
                     return conn(Code::FrameSize);
                 }
                 let stream = word(payload) & MAX_WINDOW;
-                if stream == 0 || stream % 2 == 0 {
+                if stream == 0 || stream.is_multiple_of(2) {
                     return conn(Code::Protocol);
                 }
                 Frame::PriorityUpdate { stream, value: &payload[4..] }

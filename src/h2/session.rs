@@ -583,7 +583,7 @@ impl Session {
     /// A stream identifier never used yet: above the last the client opened, or even (the
     /// server's, and a server that never pushes opens none: RFC 9113 §5.1.1).
     fn idle(&self, id: u32) -> bool {
-        id > self.last_stream || id % 2 == 0
+        id > self.last_stream || id.is_multiple_of(2)
     }
 
     fn check_block_size(&self) -> Result<(), Error> {

@@ -4,7 +4,8 @@
 //! same way, and so will any later protocol (HTTP/3: a QUIC endpoint beside the TCP
 //! listeners, one call per request stream).
 //!
-//! * `answer`: the one entry. The transport's early decisions (`Early`: the redirect to
+//! * `answer`: the one entry. HTTP-01 answers first (`acme.rs`, feature `acme`); the
+//!   transport's early decisions (`Early`: the redirect to
 //!   HTTPS, the 421 rule, both in `https.rs`), the health endpoint, the status page,
 //!   GET/HEAD of a file (`pipeline.rs`), OPTIONS, or 405.
 //! * `pipeline.rs`: target → site → referrer check → routing (`routing.rs`) → cache lookup →
@@ -12,6 +13,8 @@
 //! * `exchange.rs`: the contract with the protocols: the head, the body source, the parts of
 //!   a multipart body, the access record, the rate limits.
 
+#[cfg(feature = "acme")]
+mod acme;
 mod exchange;
 #[cfg(feature = "tls")]
 mod https;
@@ -53,6 +56,10 @@ pub(crate) enum Early {
 pub(crate) fn answer(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>, early: Early) -> u16 {
     #[cfg(not(feature = "tls"))]
     let Early::Pipeline = early;
+    #[cfg(feature = "acme")]
+    if let Some(status) = ex.acme_challenge(cx, req) {
+        return status;
+    }
     let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
     let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
     match req.method {

@@ -72,10 +72,15 @@ fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     Some((tag, &rest[..len], &rest[len..]))
 }
 
-/// The leaf's `notAfter` (RFC 5280 §4.1.2.5), from
+/// The leaf's `notAfter` (RFC 5280 §4.1.2.5).
+fn not_after(cert: &[u8]) -> Option<SystemTime> {
+    validity(cert).map(|(_, after)| after)
+}
+
+/// A certificate's `notBefore` and `notAfter` (RFC 5280 §4.1.2.5), from
 /// `Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL, serial,
 /// signature, issuer, validity SEQUENCE { notBefore, notAfter }, ... } ... }`.
-fn not_after(cert: &[u8]) -> Option<SystemTime> {
+pub fn validity(cert: &[u8]) -> Option<(SystemTime, SystemTime)> {
     const SEQUENCE: u8 = 0x30;
     let (SEQUENCE, cert, _) = element(cert)? else { return None };
     let (SEQUENCE, mut tbs, _) = element(cert)? else { return None };
@@ -86,9 +91,10 @@ fn not_after(cert: &[u8]) -> Option<SystemTime> {
     let (_signature, _, tbs) = element(tbs)?;
     let (_issuer, _, tbs) = element(tbs)?;
     let (SEQUENCE, validity, _) = element(tbs)? else { return None };
-    let (_, _, validity) = element(validity)?;
+    let (tag, time, validity) = element(validity)?;
+    let before = parse_time(tag, time)?;
     let (tag, time, _) = element(validity)?;
-    parse_time(tag, time)
+    Some((before, parse_time(tag, time)?))
 }
 
 /// UTCTime (`YYMMDDHHMMSSZ`, years 1950–2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).

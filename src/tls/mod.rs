@@ -19,6 +19,8 @@
 //! The reading and writing through it is in `conn` (`conn/tls_io.rs`), beside the plain
 //! transport it mirrors.
 
+#[cfg(feature = "acme")]
+pub mod acme;
 pub mod certs;
 pub mod sni;
 pub mod tickets;
@@ -51,9 +53,6 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
     if cfg.tls.listen.is_empty() {
         return Ok(None);
     }
-    let Some(default) = &cfg.tls.default else {
-        return Err("tls.cert and tls.key: a default certificate is needed when tls.listen is set".into());
-    };
     let provider = provider();
     let now = SystemTime::now();
     let mut warnings = Vec::new();
@@ -63,14 +62,31 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
         warnings.extend(l.warning);
         Ok(l.key)
     };
-    let default = load(default, "tls.cert, tls.key")?;
+    let default = match &cfg.tls.default {
+        Some(files) => Some(load(files, "tls.cert, tls.key")?),
+        None if cfg!(feature = "acme") && cfg.acme.enabled() => None,
+        None => return Err("tls.cert and tls.key: a default certificate is needed when tls.listen is set".into()),
+    };
     let mut by_name = Vec::new();
     for v in &cfg.vhosts {
         if let Some(files) = &v.tls {
             by_name.push((v.host.clone(), load(files, &format!("vhost {} cert, key", v.host))?));
         }
     }
-    let resolver = sni::SniResolver::new(default, by_name);
+    // Without `[tls] cert`, the first ACME name's certificate serves clients naming no other.
+    #[cfg(feature = "acme")]
+    let default = {
+        let acme = acme::certificates(&cfg.acme, &provider, now, &mut warnings);
+        let first = acme.first().map(|(_, k)| Arc::clone(k));
+        by_name.extend(acme);
+        default.or(first)
+    };
+    #[cfg_attr(not(feature = "acme"), allow(unused_mut))]
+    let mut resolver = sni::SniResolver::new(default, by_name);
+    #[cfg(feature = "acme")]
+    if resolver_answers_alpn(cfg) {
+        resolver.acme_dir = Some(cfg.acme.state_dir.clone());
+    }
     let mut sc = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| format!("tls: {e}"))?
@@ -80,6 +96,11 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
     sc.alpn_protocols = vec![b"http/1.1".to_vec()];
     if cfg!(feature = "http2") && cfg.http2.enabled {
         sc.alpn_protocols.insert(0, b"h2".to_vec());
+    }
+    // Last: chosen only by a client that offers nothing else (the CA's validation).
+    #[cfg(feature = "acme")]
+    if resolver_answers_alpn(cfg) {
+        sc.alpn_protocols.push(acme::ACME_TLS_ALPN.to_vec());
     }
     let t = &cfg.tls;
     sc.session_storage = match previous {
@@ -91,6 +112,12 @@ pub fn server_config(cfg: &Config, previous: Option<(&Config, &ServerConfig)>) -
         sc.ticketer = Arc::new(ticketer(&cfg.tls)?);
     }
     Ok(Some((Arc::new(sc), warnings)))
+}
+
+/// Whether TLS-ALPN-01 is answered on the TLS listeners.
+#[cfg(feature = "acme")]
+fn resolver_answers_alpn(cfg: &Config) -> bool {
+    cfg.acme.enabled() && cfg.acme.challenges.contains(&crate::config::AcmeChallenge::TlsAlpn01)
 }
 
 /// The ticketer `[tls]` asks for: from the key file, or the generated secret.

@@ -17,26 +17,43 @@ pub fn normalize(name: &str) -> String {
 pub struct SniResolver {
     /// Normalized host name -> its certificate.
     by_name: Vec<(String, Arc<CertifiedKey>)>,
-    default: Arc<CertifiedKey>,
+    /// None: a client naming no host with a certificate gets an alert (`[acme]` without
+    /// `[tls] cert`, before the first certificate).
+    default: Option<Arc<CertifiedKey>>,
+    /// `[acme] state_dir` when TLS-ALPN-01 is answered (`super::acme::alpn_certificate`).
+    #[cfg(feature = "acme")]
+    pub acme_dir: Option<std::path::PathBuf>,
 }
 
 impl SniResolver {
-    pub fn new(default: Arc<CertifiedKey>, by_name: Vec<(String, Arc<CertifiedKey>)>) -> SniResolver {
+    pub fn new(default: Option<Arc<CertifiedKey>>, by_name: Vec<(String, Arc<CertifiedKey>)>) -> SniResolver {
         let by_name = by_name.into_iter().map(|(n, k)| (normalize(&n), k)).collect();
-        SniResolver { by_name, default }
+        SniResolver {
+            by_name,
+            default,
+            #[cfg(feature = "acme")]
+            acme_dir: None,
+        }
     }
 
     /// The certificate for an SNI name (or for none).
-    pub fn pick(&self, sni: Option<&str>) -> &Arc<CertifiedKey> {
-        let Some(sni) = sni else { return &self.default };
+    pub fn pick(&self, sni: Option<&str>) -> Option<&Arc<CertifiedKey>> {
+        let Some(sni) = sni else { return self.default.as_ref() };
         let sni = sni.strip_suffix('.').unwrap_or(sni);
-        self.by_name.iter().find(|(n, _)| n.eq_ignore_ascii_case(sni)).map_or(&self.default, |(_, k)| k)
+        self.by_name.iter().find(|(n, _)| n.eq_ignore_ascii_case(sni)).map(|(_, k)| k).or(self.default.as_ref())
     }
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(Arc::clone(self.pick(hello.server_name())))
+        // TLS-ALPN-01 (RFC 8737 §3): a ClientHello offering `acme-tls/1` alone is the CA's.
+        #[cfg(feature = "acme")]
+        if let Some(dir) = &self.acme_dir {
+            if hello.alpn().is_some_and(|mut p| p.next() == Some(super::acme::ACME_TLS_ALPN) && p.next().is_none()) {
+                return super::acme::alpn_certificate(dir, hello.server_name());
+            }
+        }
+        self.pick(hello.server_name()).cloned()
     }
 }
 
@@ -66,8 +83,8 @@ mod tests {
 
     #[test]
     fn picks_by_name_case_insensitively_with_a_trailing_dot_and_falls_back_to_the_default() {
-        let r = SniResolver::new(key(0), vec![("A.example".into(), key(1)), ("b.example".into(), key(2))]);
-        let tag = |sni: Option<&str>| r.pick(sni).cert[0].as_ref()[0];
+        let r = SniResolver::new(Some(key(0)), vec![("A.example".into(), key(1)), ("b.example".into(), key(2))]);
+        let tag = |sni: Option<&str>| r.pick(sni).unwrap().cert[0].as_ref()[0];
         assert_eq!(tag(Some("a.example")), 1);
         assert_eq!(tag(Some("A.EXAMPLE")), 1);
         assert_eq!(tag(Some("a.example.")), 1);
@@ -76,5 +93,8 @@ mod tests {
         assert_eq!(tag(Some("example")), 0);
         assert_eq!(tag(None), 0);
         assert_eq!(normalize("WWW.Example.org."), "www.example.org");
+        let r = SniResolver::new(None, vec![("a.example".into(), key(1))]);
+        assert!(r.pick(Some("c.example")).is_none() && r.pick(None).is_none());
+        assert!(r.pick(Some("a.example")).is_some());
     }
 }
