@@ -27,6 +27,7 @@ use ferrohttpd::config::{Config, LogTarget};
 use ferrohttpd::server::{self, Server, StartError};
 use ferrohttpd::thttpd::privs;
 use ferrohttpd::thttpd::syslog::{Severity, Syslog};
+use ferrohttpd::upgrade::{self, Inherited, Launcher, Upgrade};
 use ferrohttpd::workers;
 
 /// `main`'s frame stays under the event loop for the life of the process, so the work before
@@ -341,6 +342,9 @@ struct Serve {
     r: Reporter,
     announced: bool,
     reloader: Option<server::Reloader>,
+    /// SIGUSR2's upgrade (ferrohttpd mode), and what an upgrading parent handed over.
+    upgrade: Option<Upgrade>,
+    inherited: Option<Inherited>,
 }
 
 /// What `run_workers` needs: the configuration, socket-activated listeners, the reloader.
@@ -367,10 +371,19 @@ fn run(launch: Box<Launch>) -> ExitCode {
         Next::Serve(mut s, pid_file) => {
             let code = serve(&mut s);
             if let Some(p) = pid_file.filter(|_| !s.cfg.thttpd.chroot) {
-                let _ = std::fs::remove_file(p);
+                remove_pid_file(&p);
             }
             code
         }
+    }
+}
+
+/// Removes the pid file unless it names another process (the new one, after an upgrade).
+fn remove_pid_file(p: &Path) {
+    let ours =
+        std::fs::read_to_string(p).is_ok_and(|s| s.trim().parse::<u32>().is_ok_and(|pid| pid == std::process::id()));
+    if ours {
+        let _ = std::fs::remove_file(p);
     }
 }
 
@@ -392,6 +405,13 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
         Ok(a) => a,
         Err(e) => return Err(r.fail(e)),
     };
+    // Sockets from an upgrading parent (SIGUSR2), and the path to start a new binary from,
+    // resolved now.
+    let mut inherited = match upgrade::inherited() {
+        Ok(i) => i,
+        Err(e) => return Err(r.fail(format_args!("upgrade: {e}"))),
+    };
+    let launcher = if mode == Mode::Ferrohttpd { Launcher::from_process() } else { None };
 
     // The user to become, looked up while /etc/passwd is reachable (before chroot). Only root
     // switches users, as in thttpd.
@@ -431,18 +451,25 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
         return Ok(Next::Workers(Box::new((cfg, activated, reloader, r))));
     }
 
-    let listeners = match &activated {
+    let listeners = match (inherited.as_mut(), &activated) {
+        (Some(inh), _) => inh
+            .take_listeners(&cfg, |a| server::bind_one_std(&cfg, a))
+            .map(|(l, roles)| (l.into_iter().map(mio::net::TcpListener::from_std).collect(), roles))
+            .map_err(StartError),
         // Socket activation passes plain listeners; TLS ones are bound here, after them.
-        Some(l) => server::from_std(l).and_then(|mut l| {
+        (None, Some(l)) => server::from_std(l).and_then(|mut l| {
             l.extend(server::bind_tls_std(&cfg)?.into_iter().map(mio::net::TcpListener::from_std));
-            Ok(l)
+            Ok((l, upgrade::roles(&cfg, activated.as_ref().map(Vec::len))))
         }),
-        None => bind_listeners(&mut cfg, &mut r),
+        (None, None) => bind_listeners(&mut cfg, &mut r).map(|l| (l, upgrade::roles(&cfg, None))),
     };
-    let listeners = match listeners {
+    let (listeners, roles) = match listeners {
         Ok(l) => l,
         Err(e) => return Err(r.fail(e)),
     };
+    // Only the process started upgrades, and only where it can read its binary and
+    // configuration again (not under chroot).
+    let upgrade = launcher.filter(|_| reloader.is_some()).map(|l| Upgrade::new(l, roles));
     let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
     let root_before = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
 
@@ -496,25 +523,31 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
         }
     }
     let owner = switch_to.as_ref().map(|&(_, uid, gid)| (uid, gid));
-    let s = Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader };
+    let s =
+        Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader, upgrade, inherited };
     Ok(Next::Serve(Box::new(s), pid_file))
 }
 
 /// Opens the server ([`open_server`]) and runs its event loop.
 fn serve(s: &mut Serve) -> ExitCode {
-    match open_server(s) {
-        Ok(server) => match server.run() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => s.r.fail(format_args!("event loop failed: {e}")),
-        },
-        Err(code) => code,
+    let server = match open_server(s) {
+        Ok(server) => server,
+        Err(code) => return code,
+    };
+    // The listeners are registered: an upgrading parent may stop accepting now.
+    if let Some(i) = s.inherited.as_mut() {
+        i.announce();
+    }
+    match server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => s.r.fail(format_args!("event loop failed: {e}")),
     }
 }
 
 /// chroot, open the server, drop root.
 #[inline(never)]
 fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
-    let Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader } = s;
+    let Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader, upgrade, .. } = s;
     let (owner, announced, switch_to) = (*owner, *announced, switch_to.as_ref());
     let listeners = std::mem::take(listeners);
     let access_plan = std::mem::replace(access_plan, LogPlan::Keep);
@@ -563,6 +596,9 @@ fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
     server.preload();
     if let Some(f) = reloader.take() {
         server.set_reloader(f);
+    }
+    if let Some(u) = upgrade.take() {
+        server.set_upgrade(u);
     }
     if !announced {
         print_addrs(server.root(), &server.local_addrs(), cfg.tls.listen.len());

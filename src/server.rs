@@ -45,6 +45,8 @@ const CONN_BASE: usize = 1 << 16;
 const SIGNAL_TOKEN: Token = Token(CONN_BASE - 1);
 /// The helper thread's wake-ups (finished password verifications).
 const WAKE_TOKEN: Token = Token(CONN_BASE - 2);
+/// The new process's ready pipe during an upgrade (`upgrade`).
+const UPGRADE_TOKEN: Token = Token(CONN_BASE - 3);
 /// How long accepting pauses when the process runs out of descriptors.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Running out of descriptors is reported at most this often.
@@ -301,6 +303,8 @@ pub struct Server {
     /// The TLS configuration new TLS connections get (replaced on reload).
     #[cfg(feature = "tls")]
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// SIGUSR2 starts the new binary (ferrohttpd mode, the process started).
+    upgrade: Option<Box<crate::upgrade::Upgrade>>,
 }
 
 /// `defer_accept = "auto"`: TCP_DEFER_ACCEPT on the listeners while silent connections come
@@ -477,6 +481,11 @@ pub fn bind_all_std(cfg: &Config) -> Result<Vec<StdListener>, StartError> {
     let mut all = bind_std(cfg, &cfg.listen)?;
     all.append(&mut bind_tls_std(cfg)?);
     Ok(all)
+}
+
+/// One listening socket for `addr`, as [`bind_all_std`] binds them.
+pub fn bind_one_std(cfg: &Config, addr: SocketAddr) -> Result<StdListener, String> {
+    bind_std(cfg, &[addr]).map(|mut v| v.remove(0)).map_err(|e| e.0)
 }
 
 /// The `[tls] listen` sockets alone (beside socket-activated plain ones).
@@ -679,7 +688,13 @@ impl Server {
             tls_from,
             #[cfg(feature = "tls")]
             tls,
+            upgrade: None,
         })
+    }
+
+    /// Lets SIGUSR2 upgrade the binary through `u` (ferrohttpd mode, the process started).
+    pub fn set_upgrade(&mut self, u: crate::upgrade::Upgrade) {
+        self.upgrade = Some(Box::new(u));
     }
 
     /// Lets SIGHUP reload the configuration through `f`.
@@ -712,6 +727,7 @@ impl Server {
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL_TOKEN => self.on_signals(),
+                    UPGRADE_TOKEN => self.on_upgrade_ready(),
                     WAKE_TOKEN => {
                         self.on_verified();
                         #[cfg(feature = "compression")]
@@ -754,6 +770,9 @@ impl Server {
                 self.next_tick = now + TICK;
                 self.sweep(now);
             }
+            if let Some(line) = self.upgrade.as_mut().and_then(|u| u.on_timeout(self.poll.registry(), now)) {
+                self.cx.error(format_args!("{line}"));
+            }
             self.cx.access.flush_due(now);
             if self.accept_paused_until.is_some_and(|t| now >= t) {
                 self.accept_paused_until = None;
@@ -787,6 +806,7 @@ impl Server {
         consider(self.timers.peek().map(|Reverse((t, _))| *t));
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
+        consider(self.upgrade.as_ref().and_then(|u| u.deadline()));
         // Round up so the wake-up is never a hair early.
         next.map(|t| t.saturating_duration_since(Instant::now()) + Duration::from_millis(1))
     }
@@ -1175,8 +1195,40 @@ impl Server {
                     crate::sys::release_startup_memory();
                 }
                 libc::SIGUSR1 => self.reopen_logs(),
-                libc::SIGUSR2 => self.log_stats(),
+                libc::SIGUSR2 => self.upgrade_binary(),
                 _ => {}
+            }
+        }
+    }
+
+    /// SIGUSR2 in ferrohttpd mode: starts the new binary with the listening sockets
+    /// (`upgrade`). A process that cannot upgrade (a worker) logs its statistics instead.
+    fn upgrade_binary(&mut self) {
+        if self.shutdown_deadline.is_some() {
+            return;
+        }
+        let Some(u) = self.upgrade.as_mut() else { return self.log_stats() };
+        match u.start(&self.listeners, self.poll.registry(), UPGRADE_TOKEN, self.cx.clock.now) {
+            Ok(line) => self.cx.error(format_args!("{line}")),
+            Err(e) => self.cx.error(format_args!("upgrade failed, still serving: {e}")),
+        }
+    }
+
+    /// The new process's ready pipe: once it serves, this one logs its statistics and ends
+    /// as on SIGTERM; if it failed, this one keeps serving.
+    fn on_upgrade_ready(&mut self) {
+        let Some(u) = self.upgrade.as_mut() else { return };
+        match u.on_ready(self.poll.registry()) {
+            crate::upgrade::Progress::Waiting => {}
+            crate::upgrade::Progress::Serving(pid) => {
+                self.log_stats();
+                self.cx.error(format_args!(
+                    "upgrade: process {pid} serves; this one stops accepting and exits once its responses are sent"
+                ));
+                self.begin_shutdown();
+            }
+            crate::upgrade::Progress::Failed(why) => {
+                self.cx.error(format_args!("upgrade failed, still serving: {why}"))
             }
         }
     }
