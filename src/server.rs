@@ -1225,7 +1225,7 @@ impl Server {
                 self.cx.error(format_args!(
                     "upgrade: process {pid} serves; this one stops accepting and exits once its responses are sent"
                 ));
-                self.begin_shutdown();
+                self.wind_down(Some(crate::upgrade::IDLE_GRACE));
             }
             crate::upgrade::Progress::Failed(why) => {
                 self.cx.error(format_args!("upgrade failed, still serving: {why}"))
@@ -1246,7 +1246,6 @@ impl Server {
             libc::SIGUSR2 => self.log_stats(),
             libc::SIGTERM | libc::SIGINT => {
                 self.begin_shutdown();
-                self.shutdown_deadline = Some(self.cx.clock.now);
             }
             _ => {}
         }
@@ -1401,13 +1400,23 @@ impl Server {
     /// Stops accepting, closes idle connections, and lets responses in flight finish
     /// within `shutdown_timeout`.
     fn begin_shutdown(&mut self) {
+        self.wind_down(None);
+    }
+
+    /// [`Self::begin_shutdown`]; after an upgrade, idle keep-alive connections get
+    /// `idle_grace` in which a request that comes is still answered (with `Connection:
+    /// close`) instead of racing the close; those idle throughout are closed then.
+    fn wind_down(&mut self, idle_grace: Option<Duration>) {
         self.shutdown_deadline = Some(self.cx.clock.now + self.cx.cfg.shutdown_timeout);
         for mut l in self.listeners.drain(..) {
             let _ = self.poll.registry().deregister(&mut l);
         }
         let idle: Vec<usize> = self.conns.iter().filter(|(_, c)| c.is_idle()).map(|(k, _)| k).collect();
         for key in idle {
-            self.close(key);
+            match (idle_grace, self.conns.get_mut(key)) {
+                (Some(grace), Some(c)) => c.deadline = c.deadline.min(self.cx.clock.now + grace),
+                _ => self.close(key),
+            }
         }
         let mut drive = Vec::new();
         for (key, c) in self.conns.iter_mut() {

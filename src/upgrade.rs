@@ -45,6 +45,10 @@ pub const ENV_TICKETS: &str = "FERROHTTPD_UPGRADE_TICKETS";
 /// How long the old process waits for the new one to say it serves.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// After the new process serves, how long the old one still answers a request on an idle
+/// keep-alive connection (with `Connection: close`) before closing it.
+pub const IDLE_GRACE: Duration = Duration::from_secs(1);
+
 /// What a listening socket is for, as handed over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {

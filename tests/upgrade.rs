@@ -1,0 +1,432 @@
+//! Issue 39: upgrading the binary in place with SIGUSR2. The server runs from a copy of the
+//! binary in its temp dir; the test replaces that file (as a package upgrade does) and
+//! signals the process, under load from real clients on real sockets.
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{alive, make_fixture, pseudo_random_bytes, render_config, signal, spawn_listening, BIN, IO_TIMEOUT};
+use tempfile::TempDir;
+
+/// The files the load clients fetch, with their bodies.
+const FILES: usize = 8;
+/// The large download that spans the upgrade.
+const BIG: usize = 48 << 20;
+
+/// A server started from its own copy of the binary, with a pid file and an error log.
+struct Upgradable {
+    dir: TempDir,
+    child: Child,
+    addr: SocketAddr,
+    stdout: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Upgradable {
+    fn start(extra: &str, setup: impl FnOnce(&Path, &Path)) -> Upgradable {
+        let dir = TempDir::new().unwrap();
+        let d = dir.path();
+        let root = make_fixture(d);
+        setup(d, &root);
+        install(BIN, &d.join("bin/ferrohttpd"));
+        let cfg =
+            format!("pid_file = \"{{dir}}/pid\"\n{extra}\n[log]\nerror = \"{{dir}}/error.log\"\naccess = \"off\"\n");
+        fs::write(d.join("ferrohttpd.toml"), render_config(d, &root, &cfg)).unwrap();
+        let mut cmd = Command::new(d.join("bin/ferrohttpd"));
+        cmd.args(["--config", "ferrohttpd.toml"]).current_dir(d);
+        let s = spawn_listening(cmd);
+        let srv = Upgradable { dir, child: s.child, addr: s.addr, stdout: s.stdout };
+        assert_eq!(srv.pid_file(), Some(srv.child.id()));
+        srv
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn pid_file(&self) -> Option<u32> {
+        fs::read_to_string(self.dir().join("pid")).ok()?.trim().parse().ok()
+    }
+
+    fn error_log(&self) -> String {
+        fs::read_to_string(self.dir().join("error.log")).unwrap_or_default()
+    }
+
+    /// Waits for the pid file to name another process than `old`.
+    fn wait_new_pid(&self, old: u32, limit: Duration) -> Option<u32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(p) = self.pid_file().filter(|&p| p != old) {
+                return Some(p);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for Upgradable {
+    fn drop(&mut self) {
+        // The new process is no child of the test: stop it by the pid its file names.
+        if let Some(p) = self.pid_file().filter(|&p| p != self.child.id()) {
+            signal(p, "KILL");
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Copies `from` to `to` through a temporary name and a rename, as a package manager
+/// replaces a binary (the running process keeps the old inode).
+fn install(from: &str, to: &Path) {
+    fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let tmp = to.with_extension("new");
+    fs::copy(from, &tmp).unwrap();
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::rename(&tmp, to).unwrap();
+}
+
+fn write_script(to: &Path, text: &str) {
+    let tmp = to.with_extension("new");
+    fs::write(&tmp, text).unwrap();
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::rename(&tmp, to).unwrap();
+}
+
+fn body(i: usize) -> Vec<u8> {
+    pseudo_random_bytes(1000 + i * 7919, i as u64 + 1)
+}
+
+fn make_files(root: &Path) {
+    for i in 0..FILES {
+        fs::write(root.join(format!("u{i}.bin")), body(i)).unwrap();
+    }
+    fs::write(root.join("big.bin"), pseudo_random_bytes(BIG, 99)).unwrap();
+}
+
+/// How a request went.
+#[derive(Debug)]
+enum Outcome {
+    Ok,
+    /// A reused keep-alive connection was closed before any byte of the response: an
+    /// idempotent request is retried on a new connection (RFC 9112 §9.3.1), as clients do.
+    Retry,
+    Failed(String),
+}
+
+/// Reads one response to a GET: the head, then a Content-Length body. Checks it is 200 and
+/// exactly `want`; whether the server closes after it.
+fn read_response(s: &mut TcpStream, want: &[u8]) -> Result<bool, (usize, String)> {
+    let mut buf = Vec::with_capacity(want.len() + 512);
+    let mut chunk = [0u8; 16384];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return Err((buf.len(), "closed in the head".into())),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err((buf.len(), format!("head: {e}"))),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    if !head.starts_with("http/1.1 200 ") {
+        return Err((buf.len(), format!("status: {}", head.lines().next().unwrap_or(""))));
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or((buf.len(), "no content-length".to_string()))?;
+    while buf.len() < head_end + len {
+        match s.read(&mut chunk) {
+            Ok(0) => return Err((buf.len(), format!("closed at {} of {len} body bytes", buf.len() - head_end))),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err((buf.len(), format!("body: {e}"))),
+        }
+    }
+    if buf.len() != head_end + len || buf[head_end..] != *want {
+        return Err((buf.len(), "body differs".into()));
+    }
+    Ok(head.contains("\r\nconnection: close"))
+}
+
+fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    Ok(s)
+}
+
+/// One GET of file `i` on `conn` (opened if `None`); the connection is kept for the next
+/// request unless `keep` is false or the server closes it.
+fn get(addr: SocketAddr, conn: &mut Option<TcpStream>, i: usize, keep: bool) -> Outcome {
+    let reused = conn.is_some();
+    let mut s = match conn.take() {
+        Some(s) => s,
+        None => match connect(addr) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Failed(e),
+        },
+    };
+    let req = format!("GET /u{i}.bin HTTP/1.1\r\nHost: t\r\n{}\r\n", if keep { "" } else { "Connection: close\r\n" });
+    if let Err(e) = s.write_all(req.as_bytes()) {
+        return if reused { Outcome::Retry } else { Outcome::Failed(format!("write: {e}")) };
+    }
+    match read_response(&mut s, &body(i)) {
+        Ok(closing) => {
+            if keep && !closing {
+                *conn = Some(s);
+            }
+            Outcome::Ok
+        }
+        Err((0, _)) if reused => Outcome::Retry,
+        Err((n, e)) => Outcome::Failed(format!("{e} ({n} bytes read, reused {reused})")),
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    requests: AtomicU64,
+    retries: AtomicU64,
+    failures: Mutex<Vec<String>>,
+}
+
+/// Load clients until `stop`: `keepalive` clients reusing their connection, `fresh` ones
+/// opening one per request.
+fn load(
+    addr: SocketAddr,
+    keepalive: usize,
+    fresh: usize,
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+) -> Vec<thread::JoinHandle<()>> {
+    (0..keepalive + fresh)
+        .map(|c| {
+            let (stop, counts) = (stop.clone(), counts.clone());
+            let keep = c < keepalive;
+            thread::spawn(move || {
+                let mut conn = None;
+                let mut n = c;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let i = n % FILES;
+                    let mut outcome = get(addr, &mut conn, i, keep);
+                    if let Outcome::Retry = outcome {
+                        counts.retries.fetch_add(1, Ordering::Relaxed);
+                        outcome = get(addr, &mut conn, i, keep);
+                    }
+                    match outcome {
+                        Outcome::Ok => {}
+                        Outcome::Retry => counts.failures.lock().unwrap().push("closed twice before a response".into()),
+                        Outcome::Failed(e) => {
+                            counts.failures.lock().unwrap().push(e);
+                            conn = None;
+                        }
+                    }
+                    counts.requests.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect()
+}
+
+/// Whether the file at `/proc/PID/exe` is the one now at the binary's path (the old process
+/// runs a replaced, deleted inode).
+fn runs_deleted_binary(pid: u32) -> bool {
+    fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p.to_string_lossy().ends_with(" (deleted)"))
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+#[test]
+fn issue39_upgrade_under_load_drops_nothing_and_a_large_download_completes() {
+    let mut srv = Upgradable::start("", |_, root| make_files(root));
+    let addr = srv.addr;
+    let old = srv.child.id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(Counts::default());
+    let clients = load(addr, 16, 4, stop.clone(), counts.clone());
+
+    // The large download, read slowly, started before the upgrade.
+    let mut big = connect(addr).unwrap();
+    big.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let progress = Arc::new(AtomicU64::new(0));
+    let read_so_far = progress.clone();
+    let download = thread::spawn(move || {
+        let mut got = Vec::with_capacity(BIG + 512);
+        let mut chunk = vec![0u8; 256 << 10];
+        let start = Instant::now();
+        while got.len() < BIG + 200 {
+            match big.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&chunk[..n]);
+                    read_so_far.store(got.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => panic!("large download: {e} after {} bytes", got.len()),
+            }
+            // About 2 s for the whole body: it spans the upgrade.
+            thread::sleep(Duration::from_millis(8));
+            if let Some(p) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                if got.len() >= p + 4 + BIG {
+                    break;
+                }
+            }
+        }
+        (got, start.elapsed())
+    });
+
+    thread::sleep(Duration::from_millis(700));
+    install(BIN, &srv.dir().join("bin/ferrohttpd"));
+    assert!(runs_deleted_binary(old), "the old process should run the replaced file");
+    let before = counts.requests.load(Ordering::Relaxed);
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("a new process writes the pid file");
+    assert!(alive(new), "the new process runs");
+    assert!(!runs_deleted_binary(new), "the new process runs the file now at the path, not the old inode");
+    let status = wait_exit(&mut srv.child, Duration::from_secs(20)).expect("the old process exits");
+    let read_at_exit = progress.load(Ordering::Relaxed);
+    assert!(status.success(), "old process: {status}");
+    let at_exit = counts.requests.load(Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(700));
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let (got, took) = download.join().unwrap();
+    let total = counts.requests.load(Ordering::Relaxed);
+    let failures = counts.failures.lock().unwrap().clone();
+    eprintln!(
+        "upgrade under load: {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries; large download {} bytes in {took:?}",
+        before,
+        total - at_exit,
+        failures.len(),
+        counts.retries.load(Ordering::Relaxed),
+        got.len()
+    );
+    assert!(failures.is_empty(), "{} failed requests: {:?}", failures.len(), &failures[..failures.len().min(10)]);
+    // Idle keep-alive connections are answered through the grace, not closed under a
+    // request in flight: no client had to retry.
+    assert_eq!(counts.retries.load(Ordering::Relaxed), 0, "requests raced the close of an idle connection");
+    assert!(before > 50 && total - at_exit > 50, "too little load: {before} before, {} after", total - at_exit);
+    // The download, served by the old process to its end, byte for byte.
+    let p = got.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+    assert!(got.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&got[..p]));
+    assert_eq!(got.len() - p, BIG, "the whole body");
+    assert!(got[p..] == pseudo_random_bytes(BIG, 99)[..], "the body is exact");
+    // The old process stayed until the kernel had taken the rest of the body (a few MB of
+    // socket buffers at most): it did not leave at the signal.
+    assert!(read_at_exit >= BIG as u64 / 2, "the old process exited with {read_at_exit} of {BIG} bytes read");
+    let log = srv.error_log();
+    assert!(log.contains(&format!("upgrade: process {new} serves")), "{log}");
+    assert!(log.contains("stats: "), "the old process logs its statistics as it hands over: {log}");
+    assert!(!log.contains("upgrade failed"), "{log}");
+    assert_eq!(srv.pid_file(), Some(new), "the old process leaves the new one's pid file");
+}
+
+/// Sends USR2 and waits for the failure line; the old process keeps serving, the pid file
+/// is unchanged, and exactly one line says why.
+fn upgrade_fails(srv: &mut Upgradable, why: &str) {
+    let old = srv.child.id();
+    let before = srv.error_log().matches("upgrade failed").count();
+    signal(old, "USR2");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while srv.error_log().matches("upgrade failed").count() == before && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    // Time for a second line, if there were one.
+    thread::sleep(Duration::from_millis(200));
+    let log = srv.error_log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("upgrade failed")).collect();
+    assert_eq!(lines.len(), before + 1, "one line says why: {log}");
+    assert!(lines[before].contains(why), "{log}");
+    assert!(srv.child.try_wait().unwrap().is_none(), "the old process keeps running");
+    assert_eq!(srv.pid_file(), Some(old));
+    for i in 0..FILES {
+        let mut conn = None;
+        assert!(matches!(get(srv.addr, &mut conn, i, false), Outcome::Ok), "the old process serves");
+    }
+}
+
+#[test]
+fn issue39_a_broken_binary_or_configuration_leaves_the_old_process_serving() {
+    let mut srv = Upgradable::start("", |_, root| make_files(root));
+    let exe = srv.dir().join("bin/ferrohttpd");
+    write_script(&exe, "#!/bin/sh\nexit 1\n");
+    upgrade_fails(&mut srv, "exited (exit status: 1) before serving");
+
+    fs::remove_file(&exe).unwrap();
+    upgrade_fails(&mut srv, "cannot start");
+
+    // The real binary, with a configuration that no longer loads.
+    install(BIN, &exe);
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let good = fs::read_to_string(&cfg).unwrap();
+    fs::write(&cfg, format!("{good}\n[server]\nbogus = 1\n")).unwrap();
+    upgrade_fails(&mut srv, "exited (exit status: 1) before serving");
+
+    // Fixed again: the upgrade goes through.
+    fs::write(&cfg, good).unwrap();
+    let old = srv.child.id();
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("the upgrade succeeds once fixed");
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some_and(|s| s.success()));
+    let mut conn = None;
+    assert!(matches!(get(srv.addr, &mut conn, 0, false), Outcome::Ok));
+    assert!(alive(new));
+}
+
+/// The listen addresses in the new configuration: a kept one keeps its socket (and its
+/// port 0's port), a new one is bound, a removed one is closed.
+#[test]
+fn issue39_the_new_process_keeps_binds_and_closes_listeners_by_its_configuration() {
+    let mut srv = Upgradable::start("listen = [\"127.0.0.1:0\", \"[::1]:0\"]", |_, root| make_files(root));
+    let out = || String::from_utf8_lossy(&srv.stdout.lock().unwrap()).into_owned();
+    let v6: Option<SocketAddr> = out().lines().filter_map(common::parse_listening).find(SocketAddr::is_ipv6);
+    let extra = common::free_port();
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let text = fs::read_to_string(&cfg).unwrap();
+    let changed = text.replace(
+        "listen = [\"127.0.0.1:0\", \"[::1]:0\"]",
+        &format!("listen = [\"127.0.0.1:0\", \"127.0.0.1:{extra}\"]"),
+    );
+    assert_ne!(text, changed);
+    fs::write(&cfg, changed).unwrap();
+    let old = srv.child.id();
+    signal(old, "USR2");
+    srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some());
+    let mut conn = None;
+    assert!(matches!(get(srv.addr, &mut conn, 1, false), Outcome::Ok), "the kept port-0 address");
+    let added: SocketAddr = format!("127.0.0.1:{extra}").parse().unwrap();
+    assert!(matches!(get(added, &mut conn, 2, false), Outcome::Ok), "the added address");
+    if let Some(v6) = v6 {
+        assert!(TcpStream::connect_timeout(&v6, IO_TIMEOUT).is_err(), "the removed address refuses");
+    }
+}
+
+/// Sanity of the harness: the copy really is started from the temp dir.
+#[test]
+fn issue39_the_server_runs_from_its_copy() {
+    let srv = Upgradable::start("", |_, _| {});
+    let exe: PathBuf = fs::read_link(format!("/proc/{}/exe", srv.child.id())).unwrap();
+    assert!(exe.starts_with(fs::canonicalize(srv.dir()).unwrap()), "{}", exe.display());
+}
