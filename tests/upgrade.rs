@@ -48,6 +48,19 @@ impl Upgradable {
         srv
     }
 
+    /// The first address of the start-up lines that `parse` reads and `want` accepts.
+    fn listening(&self, parse: fn(&str) -> Option<SocketAddr>, want: fn(&SocketAddr) -> bool) -> SocketAddr {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let out = String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned();
+            if let Some(a) = out.lines().filter_map(parse).find(want) {
+                return a;
+            }
+            assert!(Instant::now() < deadline, "no such listener: {out}");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -399,8 +412,7 @@ fn issue39_a_broken_binary_or_configuration_leaves_the_old_process_serving() {
 #[test]
 fn issue39_the_new_process_keeps_binds_and_closes_listeners_by_its_configuration() {
     let mut srv = Upgradable::start("listen = [\"127.0.0.1:0\", \"[::1]:0\"]", |_, root| make_files(root));
-    let out = || String::from_utf8_lossy(&srv.stdout.lock().unwrap()).into_owned();
-    let v6: Option<SocketAddr> = out().lines().filter_map(common::parse_listening).find(SocketAddr::is_ipv6);
+    let v6 = srv.listening(common::parse_listening, SocketAddr::is_ipv6);
     let extra = common::free_port();
     let cfg = srv.dir().join("ferrohttpd.toml");
     let text = fs::read_to_string(&cfg).unwrap();
@@ -418,9 +430,7 @@ fn issue39_the_new_process_keeps_binds_and_closes_listeners_by_its_configuration
     assert!(matches!(get(srv.addr, &mut conn, 1, false), Outcome::Ok), "the kept port-0 address");
     let added: SocketAddr = format!("127.0.0.1:{extra}").parse().unwrap();
     assert!(matches!(get(added, &mut conn, 2, false), Outcome::Ok), "the added address");
-    if let Some(v6) = v6 {
-        assert!(TcpStream::connect_timeout(&v6, IO_TIMEOUT).is_err(), "the removed address refuses");
-    }
+    assert!(TcpStream::connect_timeout(&v6, IO_TIMEOUT).is_err(), "the removed address refuses");
 }
 
 /// Sanity of the harness: the copy really is started from the temp dir.
@@ -429,4 +439,74 @@ fn issue39_the_server_runs_from_its_copy() {
     let srv = Upgradable::start("", |_, _| {});
     let exe: PathBuf = fs::read_link(format!("/proc/{}/exe", srv.child.id())).unwrap();
     assert!(exe.starts_with(fs::canonicalize(srv.dir()).unwrap()), "{}", exe.display());
+}
+
+/// A self-signed `localhost` certificate in `dir`.
+#[cfg(feature = "tls")]
+fn make_cert(dir: &Path) {
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-days", "30"])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"])
+        .arg("-keyout")
+        .arg(dir.join("localhost.key"))
+        .arg("-out")
+        .arg(dir.join("localhost.crt"))
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// One `openssl s_client` GET over TLS 1.3 with `sess` (`-sess_out`/`-sess_in` FILE): whether
+/// the session was resumed, and the output.
+#[cfg(feature = "tls")]
+fn tls_get(addr: SocketAddr, sess: &[&str]) -> (bool, String) {
+    use std::process::Stdio;
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-connect", &addr.to_string(), "-ign_eof", "-tls1_3", "-servername", "localhost"])
+        .args(sess)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_client runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"GET /u0.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    drop(stdin);
+    let mut out = child.stdout.take().unwrap();
+    let reader = thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    if wait_exit(&mut child, Duration::from_secs(10)).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let text = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    (text.lines().any(|l| l.starts_with("Reused, ")), text)
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn issue39_a_tls_session_ticket_from_before_the_upgrade_resumes_after_it() {
+    let tls = "[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"\n";
+    let mut srv = Upgradable::start(tls, |dir, root| {
+        make_cert(dir);
+        make_files(root);
+    });
+    let addr = srv.listening(common::parse_listening_tls, |_| true);
+    let sess = srv.dir().join("session.pem");
+    let sess = sess.to_str().unwrap();
+    let (reused, text) = tls_get(addr, &["-sess_out", sess]);
+    assert!(!reused && text.contains("HTTP/1.1 200 "), "{text}");
+    let (reused, text) = tls_get(addr, &["-sess_in", sess]);
+    assert!(reused, "resumes before the upgrade: {text}");
+
+    let old = srv.child.id();
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some_and(|s| s.success()));
+    let (reused, text) = tls_get(addr, &["-sess_in", sess]);
+    assert!(text.contains("HTTP/1.1 200 "), "the new process serves TLS on the same socket: {text}");
+    assert!(reused, "the ticket issued by process {old} resumes with process {new}: {text}");
 }
