@@ -345,6 +345,7 @@ struct Serve {
     /// SIGUSR2's upgrade (ferrohttpd mode), and what an upgrading parent handed over.
     upgrade: Option<Upgrade>,
     inherited: Option<Inherited>,
+    roles: Vec<upgrade::Role>,
 }
 
 /// What `run_workers` needs: the configuration, socket-activated listeners, the reloader.
@@ -469,7 +470,7 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
     };
     // Only the process started upgrades, and only where it can read its binary and
     // configuration again (not under chroot).
-    let upgrade = launcher.filter(|_| reloader.is_some()).map(|l| Upgrade::new(l, roles));
+    let upgrade = launcher.filter(|_| reloader.is_some()).map(Upgrade::new);
     let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
     let root_before = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
 
@@ -523,8 +524,20 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
         }
     }
     let owner = switch_to.as_ref().map(|&(_, uid, gid)| (uid, gid));
-    let s =
-        Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader, upgrade, inherited };
+    let s = Serve {
+        cfg,
+        listeners,
+        access_plan,
+        error_plan,
+        owner,
+        switch_to,
+        r,
+        announced,
+        reloader,
+        upgrade,
+        inherited,
+        roles,
+    };
     Ok(Next::Serve(Box::new(s), pid_file))
 }
 
@@ -547,7 +560,9 @@ fn serve(s: &mut Serve) -> ExitCode {
 /// chroot, open the server, drop root.
 #[inline(never)]
 fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
-    let Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader, upgrade, .. } = s;
+    let Serve {
+        cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader, upgrade, roles, ..
+    } = s;
     let (owner, announced, switch_to) = (*owner, *announced, switch_to.as_ref());
     let listeners = std::mem::take(listeners);
     let access_plan = std::mem::replace(access_plan, LogPlan::Keep);
@@ -584,7 +599,7 @@ fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
         give_log_to(&cfg.access_log, uid, gid);
         give_log_to(&cfg.error_log, uid, gid);
     }
-    let mut server = match Server::new(cfg.clone(), listeners) {
+    let mut server = match Server::new(cfg.clone(), listeners, std::mem::take(roles)) {
         Ok(s) => s,
         Err(e) => return Err(r.fail(e)),
     };

@@ -39,6 +39,7 @@ use crate::log::{AccessLog, ErrorLog};
 use crate::route::Routes;
 use crate::status::{self, ConnStates, Counters, Format, Snapshot};
 use crate::sys::{self, SignalFd};
+use crate::upgrade::Role;
 
 /// Connections use tokens from here up; listeners and the signalfd sit below.
 const CONN_BASE: usize = 1 << 16;
@@ -305,6 +306,8 @@ pub struct Server {
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// SIGUSR2 starts the new binary (ferrohttpd mode, the process started).
     upgrade: Option<Box<crate::upgrade::Upgrade>>,
+    /// What each listener is for (socket-activated, or the configured address it serves).
+    roles: Vec<Role>,
 }
 
 /// `defer_accept = "auto"`: TCP_DEFER_ACCEPT on the listeners while silent connections come
@@ -518,6 +521,12 @@ fn proxy_listeners(cfg: &Config, bound: &[TcpListener]) -> Result<Vec<bool>, Sta
     Ok(addrs.iter().map(|a| a.is_some_and(|a| cfg.proxy_protocol.contains(&a))).collect())
 }
 
+/// Whether `defer_accept = "auto"` switches this listener: every one the server bound, and
+/// a socket-activated one that came without TCP_DEFER_ACCEPT (`DeferAcceptSec=` keeps it).
+fn managed_deferral(role: Option<&Role>, l: &TcpListener) -> bool {
+    role != Some(&Role::Activated) || sys::defer_accept(l.as_raw_fd()).is_ok_and(|s| s == 0)
+}
+
 fn cache_config(cfg: &Config) -> CacheConfig {
     CacheConfig {
         max_bytes: cfg.cache_max_bytes,
@@ -550,8 +559,9 @@ fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool, defer_secs: u32) -> io
 }
 
 impl Server {
-    /// Takes the bound listeners, opens the root and the logs, and prepares the loop.
-    pub fn new(cfg: Config, bound: Vec<TcpListener>) -> Result<Server, StartError> {
+    /// Takes the bound listeners (`roles` says what each is for), opens the root and the
+    /// logs, and prepares the loop.
+    pub fn new(cfg: Config, bound: Vec<TcpListener>, roles: Vec<Role>) -> Result<Server, StartError> {
         sys::ignore_sigpipe();
         let nofile = sys::raise_nofile_limit().ok();
         let Resources { root, vroots, access, errors, routes, route_warnings } = open_resources(&cfg)?;
@@ -569,8 +579,10 @@ impl Server {
         let mut listeners = Vec::new();
         let mut managed = Vec::new();
         for (i, mut l) in bound.into_iter().enumerate() {
-            if cfg.defer_accept == DeferAccept::Auto && sys::defer_accept(l.as_raw_fd()).is_ok_and(|s| s == 0) {
+            if cfg.defer_accept == DeferAccept::Auto && managed_deferral(roles.get(i), &l) {
                 managed.push(i);
+                // Off to start with (a socket from an upgraded process may have it on).
+                let _ = sys::set_defer_accept(l.as_raw_fd(), 0);
             }
             poll.registry()
                 .register(&mut l, Token(i), Interest::READABLE)
@@ -689,6 +701,7 @@ impl Server {
             #[cfg(feature = "tls")]
             tls,
             upgrade: None,
+            roles,
         })
     }
 
@@ -1208,7 +1221,7 @@ impl Server {
             return;
         }
         let Some(u) = self.upgrade.as_mut() else { return self.log_stats() };
-        match u.start(&self.listeners, self.poll.registry(), UPGRADE_TOKEN, self.cx.clock.now) {
+        match u.start(&self.listeners, &self.roles, self.poll.registry(), UPGRADE_TOKEN, self.cx.clock.now) {
             Ok(line) => self.cx.error(format_args!("{line}")),
             Err(e) => self.cx.error(format_args!("upgrade failed, still serving: {e}")),
         }
@@ -1319,10 +1332,6 @@ impl Server {
     }
 
     fn apply(&mut self, mut new: Config) -> Result<(), String> {
-        if new.listen != self.cx.cfg.listen {
-            self.cx.error(format_args!("listen addresses cannot change without a restart; keeping the current ones"));
-            new.listen = self.cx.cfg.listen.clone();
-        }
         if new.workers != self.cx.cfg.workers {
             self.cx.error(format_args!("the number of workers cannot change without a restart"));
             new.workers = self.cx.cfg.workers;
@@ -1331,10 +1340,6 @@ impl Server {
             self.cx
                 .error(format_args!("server.proxy_protocol cannot change without a restart; keeping the current one"));
             new.proxy_protocol = self.cx.cfg.proxy_protocol.clone();
-        }
-        if new.tls.listen != self.cx.cfg.tls.listen {
-            self.cx.error(format_args!("tls.listen cannot change without a restart; keeping the current addresses"));
-            new.tls.listen = self.cx.cfg.tls.listen.clone();
         }
         // Certificates are read again: a renewed one serves new connections, while those in
         // flight finish with the one they started with. One that fails keeps the old.
@@ -1356,6 +1361,10 @@ impl Server {
         };
         let Resources { root, vroots, access, errors, routes, route_warnings } =
             open_resources(&new).map_err(|e| e.0)?;
+        // The listen addresses last: once they change, nothing else can fail.
+        if new.listen != self.cx.cfg.listen || new.tls.listen != self.cx.cfg.tls.listen {
+            self.relisten(&new)?;
+        }
         #[cfg(feature = "tls")]
         {
             self.tls = tls;
@@ -1394,6 +1403,46 @@ impl Server {
             self.recount_per_ip();
         }
         self.cx.config_loaded = self.cx.clock.log_date().to_string();
+        Ok(())
+    }
+
+    /// SIGHUP with other listen addresses: the kept ones keep their socket (and its queue),
+    /// the new ones are bound, the removed ones closed. A bind that fails changes nothing.
+    fn relisten(&mut self, new: &Config) -> Result<(), String> {
+        let (bound, roles) = crate::upgrade::relisten(new, &self.listeners, &self.roles, |a| bind_one_std(new, a))?;
+        let mut fresh: Vec<TcpListener> = bound.into_iter().map(TcpListener::from_std).collect();
+        let proxy = proxy_listeners(new, &fresh).map_err(|e| e.0)?;
+        let registry = self.poll.registry();
+        for mut l in self.listeners.drain(..) {
+            let _ = registry.deregister(&mut l);
+        }
+        for (i, l) in fresh.iter_mut().enumerate() {
+            if let Err(e) = registry.register(l, Token(i), Interest::READABLE) {
+                self.cx.error(format_args!("epoll: {e}: a listener is not served"));
+            }
+        }
+        let addrs: Vec<String> = fresh.iter().filter_map(|l| l.local_addr().ok()).map(|a| a.to_string()).collect();
+        self.listeners = fresh;
+        self.proxy_listeners = proxy;
+        // Socket-activated listeners come first and stay as they were; every other one is
+        // the server's to switch.
+        let was_managed = std::mem::take(&mut self.deferral.managed);
+        for (i, l) in self.listeners.iter().enumerate() {
+            let managed = roles.get(i) != Some(&Role::Activated) || was_managed.contains(&i);
+            if new.defer_accept == DeferAccept::Auto && managed {
+                self.deferral.managed.push(i);
+                let secs = if self.deferral.on { new.defer_accept_secs() } else { 0 };
+                let _ = sys::set_defer_accept(l.as_raw_fd(), secs);
+            }
+        }
+        #[cfg(feature = "tls")]
+        {
+            self.tls_from = roles.iter().filter(|r| !matches!(r, Role::Tls(_))).count();
+            self.cx.https_port =
+                self.listeners.get(self.tls_from).and_then(|l| l.local_addr().ok()).map_or(443, |a| a.port());
+        }
+        self.roles = roles;
+        self.cx.error(format_args!("listening on {}", addrs.join(" ")));
         Ok(())
     }
 

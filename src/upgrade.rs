@@ -136,7 +136,6 @@ impl Launcher {
 /// start in progress.
 pub struct Upgrade {
     launcher: Launcher,
-    roles: Vec<Role>,
     pending: Option<Pending>,
 }
 
@@ -178,8 +177,8 @@ fn set_nonblocking(fd: RawFd) {
 }
 
 impl Upgrade {
-    pub fn new(launcher: Launcher, roles: Vec<Role>) -> Upgrade {
-        Upgrade { launcher, roles, pending: None }
+    pub fn new(launcher: Launcher) -> Upgrade {
+        Upgrade { launcher, pending: None }
     }
 
     /// When to give up waiting for the new process.
@@ -187,11 +186,12 @@ impl Upgrade {
         self.pending.as_ref().map(|p| p.deadline)
     }
 
-    /// Starts the new binary with `listeners` (in the order of the roles given at start-up)
-    /// and watches its ready pipe under `token`. Returns the line to log.
+    /// Starts the new binary with `listeners` (whose roles are `roles`) and watches its
+    /// ready pipe under `token`. Returns the line to log.
     pub fn start(
         &mut self,
         listeners: &[TcpListener],
+        roles: &[Role],
         registry: &Registry,
         token: Token,
         now: Instant,
@@ -199,11 +199,8 @@ impl Upgrade {
         if let Some(p) = &self.pending {
             return Err(format!("an upgrade is already under way (process {})", p.child.id()));
         }
-        if listeners.len() != self.roles.len() {
-            return Err("the listening sockets changed since start-up".into());
-        }
         let fds: Vec<RawFd> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
-        let described: Vec<String> = fds.iter().zip(&self.roles).map(|(&fd, r)| r.encode(fd)).collect();
+        let described: Vec<String> = fds.iter().zip(roles).map(|(&fd, r)| r.encode(fd)).collect();
         let (ready_r, ready_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
         let mut keep = fds.clone();
         keep.push(ready_w.as_raw_fd());
@@ -406,42 +403,67 @@ fn take_one(pool: &mut Vec<(Role, StdListener)>, want: Role, addr: SocketAddr) -
     Some(pool.remove(i).1)
 }
 
+/// The listeners for `cfg`, in the server's order, with their roles: those of `pool` it
+/// still listens on, new ones bound by `bind` for the rest. Socket-activated ones stay the
+/// plain listeners whatever `listen` says. What is left of `pool` is closed (dropped).
+fn assign(
+    cfg: &Config,
+    mut pool: Vec<(Role, StdListener)>,
+    bind: impl Fn(SocketAddr) -> Result<StdListener, String>,
+) -> Result<(Vec<StdListener>, Vec<Role>), String> {
+    let mut out = Vec::new();
+    let mut roles = Vec::new();
+    if pool.iter().any(|(r, _)| *r == Role::Activated) {
+        let (activated, rest): (Vec<_>, Vec<_>) = pool.into_iter().partition(|(r, _)| *r == Role::Activated);
+        pool = rest;
+        for (_, l) in activated {
+            out.push(l);
+            roles.push(Role::Activated);
+        }
+    } else {
+        for &a in &cfg.listen {
+            out.push(match take_one(&mut pool, Role::Plain(a), a) {
+                Some(l) => l,
+                None => bind(a)?,
+            });
+            roles.push(Role::Plain(a));
+        }
+    }
+    for &a in &cfg.tls.listen {
+        out.push(match take_one(&mut pool, Role::Tls(a), a) {
+            Some(l) => l,
+            None => bind(a)?,
+        });
+        roles.push(Role::Tls(a));
+    }
+    Ok((out, roles))
+}
+
+/// SIGHUP with other `listen` or `[tls] listen` addresses: the listeners for `cfg` (see
+/// [`assign`]), the kept ones as duplicates of `current`'s sockets (so nothing changes
+/// until the caller swaps the lists; a bind that fails leaves everything as it was).
+pub fn relisten(
+    cfg: &Config,
+    current: &[TcpListener],
+    roles: &[Role],
+    bind: impl Fn(SocketAddr) -> Result<StdListener, String>,
+) -> Result<(Vec<StdListener>, Vec<Role>), String> {
+    let mut pool = Vec::new();
+    for (l, &r) in current.iter().zip(roles) {
+        let dup = socket2::SockRef::from(l).try_clone().map_err(|e| format!("dup: {e}"))?;
+        pool.push((r, StdListener::from(dup)));
+    }
+    assign(cfg, pool, bind)
+}
+
 impl Inherited {
-    /// The listeners for `cfg`, in the server's order, with their roles: the inherited ones
-    /// it still listens on, new ones bound by `bind` for the rest. Inherited sockets left
-    /// over are closed (dropped).
+    /// The listeners for `cfg` from the inherited ones (see [`assign`]).
     pub fn take_listeners(
         &mut self,
         cfg: &Config,
         bind: impl Fn(SocketAddr) -> Result<StdListener, String>,
     ) -> Result<(Vec<StdListener>, Vec<Role>), String> {
-        let mut pool = std::mem::take(&mut self.listeners);
-        let mut out = Vec::new();
-        let mut roles = Vec::new();
-        if pool.iter().any(|(r, _)| *r == Role::Activated) {
-            let (activated, rest): (Vec<_>, Vec<_>) = pool.into_iter().partition(|(r, _)| *r == Role::Activated);
-            pool = rest;
-            for (_, l) in activated {
-                out.push(l);
-                roles.push(Role::Activated);
-            }
-        } else {
-            for &a in &cfg.listen {
-                out.push(match take_one(&mut pool, Role::Plain(a), a) {
-                    Some(l) => l,
-                    None => bind(a)?,
-                });
-                roles.push(Role::Plain(a));
-            }
-        }
-        for &a in &cfg.tls.listen {
-            out.push(match take_one(&mut pool, Role::Tls(a), a) {
-                Some(l) => l,
-                None => bind(a)?,
-            });
-            roles.push(Role::Tls(a));
-        }
-        Ok((out, roles))
+        assign(cfg, std::mem::take(&mut self.listeners), bind)
     }
 
     /// Tells the old process this one serves (once its listeners are registered): it then

@@ -16,6 +16,7 @@ use std::net::TcpListener as StdListener;
 
 use crate::server::{self, Reloader, Server, StartError};
 use crate::sys::SignalFd;
+use crate::upgrade;
 
 /// A worker that lived shorter than this is restarted only after the same pause.
 const MIN_LIFETIME: Duration = Duration::from_secs(1);
@@ -180,12 +181,16 @@ fn spawn(
     }
     let taken = handoff.take();
     let listeners = match (inherit, shared, taken) {
-        (Inherit::Shared, Some(l), _) => server::from_std(l),
-        (Inherit::Take, _, Some(l)) => Ok(l.into_iter().map(mio::net::TcpListener::from_std).collect()),
+        (Inherit::Shared, Some(l), _) => {
+            server::from_std(l).map(|l| (upgrade::roles(cfg, Some(l.len().saturating_sub(cfg.tls.listen.len()))), l))
+        }
+        (Inherit::Take, _, Some(l)) => {
+            Ok((upgrade::roles(cfg, None), l.into_iter().map(mio::net::TcpListener::from_std).collect()))
+        }
         // Any sockets meant for another worker are closed here (dropped with `taken`).
-        _ => server::bind_all(cfg),
+        _ => server::bind_all(cfg).map(|l| (upgrade::roles(cfg, None), l)),
     };
-    let code = match listeners.and_then(|l| Server::new(cfg.clone(), l)) {
+    let code = match listeners.and_then(|(roles, l)| Server::new(cfg.clone(), l, roles)) {
         Ok(mut server) => {
             // Workers never switch user (refused with workers > 1): preload at once.
             server.preload();

@@ -510,3 +510,64 @@ fn issue39_a_tls_session_ticket_from_before_the_upgrade_resumes_after_it() {
     assert!(text.contains("HTTP/1.1 200 "), "the new process serves TLS on the same socket: {text}");
     assert!(reused, "the ticket issued by process {old} resumes with process {new}: {text}");
 }
+
+/// SIGHUP with other listen addresses: the added one serves, the removed one refuses, and
+/// the kept one never refused a connection, under load through the reload.
+#[test]
+fn issue39_sighup_adds_and_removes_listen_addresses_and_the_kept_one_never_refuses() {
+    let (kept, removed, added) = (common::free_port(), common::free_port(), common::free_port());
+    let listen = |a: u16, b: u16| format!("listen = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]");
+    let mut srv = Upgradable::start(&listen(kept, removed), |_, root| make_files(root));
+    let kept_addr: SocketAddr = format!("127.0.0.1:{kept}").parse().unwrap();
+    let removed_addr: SocketAddr = format!("127.0.0.1:{removed}").parse().unwrap();
+    let added_addr: SocketAddr = format!("127.0.0.1:{added}").parse().unwrap();
+    let mut conn = None;
+    assert!(matches!(get(removed_addr, &mut conn, 0, false), Outcome::Ok));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(Counts::default());
+    let clients = load(kept_addr, 4, 4, stop.clone(), counts.clone());
+    thread::sleep(Duration::from_millis(300));
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let text = fs::read_to_string(&cfg).unwrap();
+    fs::write(&cfg, text.replace(&listen(kept, removed), &listen(kept, added))).unwrap();
+    signal(srv.child.id(), "HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !srv.error_log().contains("configuration reloaded") && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let log = srv.error_log();
+    assert!(log.contains("configuration reloaded"), "{log}");
+    let failures = counts.failures.lock().unwrap().clone();
+    assert!(failures.is_empty(), "the kept address failed: {failures:?}");
+    assert!(counts.requests.load(Ordering::Relaxed) > 20);
+    assert!(matches!(get(added_addr, &mut conn, 1, false), Outcome::Ok), "the added address serves: {log}");
+    assert!(TcpStream::connect_timeout(&removed_addr, IO_TIMEOUT).is_err(), "the removed address refuses");
+    assert!(srv.child.try_wait().unwrap().is_none());
+}
+
+/// A listen address that cannot be bound fails the reload and changes nothing.
+#[test]
+fn issue39_sighup_with_an_address_that_cannot_be_bound_changes_nothing() {
+    let mut srv = Upgradable::start("", |_, root| make_files(root));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let text = fs::read_to_string(&cfg).unwrap();
+    let busy = format!("listen = [\"127.0.0.1:0\", \"{}\"]", taken.local_addr().unwrap());
+    fs::write(&cfg, text.replace("listen = [\"127.0.0.1:0\"]", &busy)).unwrap();
+    signal(srv.child.id(), "HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !srv.error_log().contains("reload failed") && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let log = srv.error_log();
+    assert!(log.contains("reload failed") && log.contains("cannot listen on"), "{log}");
+    let mut conn = None;
+    assert!(matches!(get(srv.addr, &mut conn, 0, false), Outcome::Ok), "the old address still serves");
+    assert!(srv.child.try_wait().unwrap().is_none());
+}
