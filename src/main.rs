@@ -348,8 +348,16 @@ struct Serve {
     roles: Vec<upgrade::Role>,
 }
 
-/// What `run_workers` needs: the configuration, socket-activated listeners, the reloader.
-type Workers = (Config, Option<Vec<std::net::TcpListener>>, Option<server::Reloader>, Reporter);
+/// What `run_workers` needs: the configuration, socket-activated listeners, the reloader,
+/// the upgrade, what an upgrading parent handed over.
+struct Workers {
+    cfg: Config,
+    activated: Option<Vec<std::net::TcpListener>>,
+    reloader: Option<server::Reloader>,
+    r: Reporter,
+    upgrade: Option<Upgrade>,
+    inherited: Option<Inherited>,
+}
 
 /// What [`prepare`] leads to.
 enum Next {
@@ -365,10 +373,7 @@ enum Next {
 fn run(launch: Box<Launch>) -> ExitCode {
     match prepare(launch) {
         Next::Exit(code) => code,
-        Next::Workers(w) => {
-            let (cfg, activated, reloader, mut r) = *w;
-            run_workers(cfg, activated, reloader, &mut r)
-        }
+        Next::Workers(w) => run_workers(*w),
         Next::Serve(mut s, pid_file) => {
             let code = serve(&mut s);
             if let Some(p) = pid_file.filter(|_| !s.cfg.thttpd.chroot) {
@@ -449,7 +454,8 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
     };
 
     if cfg.workers > 1 {
-        return Ok(Next::Workers(Box::new((cfg, activated, reloader, r))));
+        let upgrade = launcher.filter(|_| reloader.is_some()).map(Upgrade::new);
+        return Ok(Next::Workers(Box::new(Workers { cfg, activated, reloader, r, upgrade, inherited })));
     }
 
     let listeners = match (inherited.as_mut(), &activated) {
@@ -621,33 +627,43 @@ fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
     Ok(server)
 }
 
-fn run_workers(
-    cfg: Config,
-    activated: Option<Vec<std::net::TcpListener>>,
-    reloader: Option<server::Reloader>,
-    r: &mut Reporter,
-) -> ExitCode {
-    if activated.is_none() && cfg.listen.iter().any(|a| a.port() == 0) {
+fn run_workers(w: Workers) -> ExitCode {
+    let Workers { cfg, activated, reloader, mut r, upgrade, mut inherited } = w;
+    if activated.is_none() && inherited.is_none() && cfg.listen.iter().any(|a| a.port() == 0) {
         return r.fail("port 0 cannot be shared by several workers; give a port or set workers = 1");
     }
     let root = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
-    // Bind before printing: the port is open once "listening" is said.
-    let listeners = match activated {
-        Some(mut l) => match server::bind_tls_std(&cfg) {
-            Ok(tls) => {
-                l.extend(tls);
-                workers::Listeners::Activated(l)
-            }
-            Err(e) => return r.fail(e),
-        },
-        None => match server::bind_all_std(&cfg) {
-            Ok(l) => workers::Listeners::Bound(l),
-            Err(e) => return r.fail(e),
-        },
+    let n = cfg.workers as usize;
+    // Bind before printing: the port is open once "listening" is said. A set of sockets per
+    // worker (`workers`), or the inherited sets after an upgrade.
+    let bound = match (inherited.as_mut(), activated) {
+        (Some(inh), _) => {
+            inh.take_sets(&cfg, n, |a| server::bind_one_std(&cfg, a)).map_err(StartError).map(|(mut sets, roles)| {
+                if roles.contains(&upgrade::Role::Activated) {
+                    (workers::Listeners::Activated(sets.remove(0)), roles)
+                } else {
+                    (workers::Listeners::Sets(sets), roles)
+                }
+            })
+        }
+        (None, Some(mut l)) => server::bind_tls_std(&cfg).map(|tls| {
+            let roles = upgrade::roles(&cfg, Some(l.len()));
+            l.extend(tls);
+            (workers::Listeners::Activated(l), roles)
+        }),
+        (None, None) => (0..n)
+            .map(|_| server::bind_all_std(&cfg))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|sets| (workers::Listeners::Sets(sets), upgrade::roles(&cfg, None))),
+    };
+    let (listeners, roles) = match bound {
+        Ok(b) => b,
+        Err(e) => return r.fail(e),
     };
     let addrs: Vec<SocketAddr> = match &listeners {
-        workers::Listeners::Activated(l) | workers::Listeners::Bound(l) => {
-            l.iter().filter_map(|l| l.local_addr().ok()).collect()
+        workers::Listeners::Activated(l) => l.iter().filter_map(|l| l.local_addr().ok()).collect(),
+        workers::Listeners::Sets(sets) => {
+            sets.first().map(|l| l.iter().filter_map(|l| l.local_addr().ok()).collect()).unwrap_or_default()
         }
     };
     print_addrs(&root, &addrs, cfg.tls.listen.len());
@@ -664,12 +680,13 @@ fn run_workers(
     }
     let reloader: server::Reloader =
         reloader.unwrap_or_else(|| Rc::new(|| Err("reloading is not available in this mode".to_string())));
-    let code = match workers::run(cfg, listeners, reloader) {
+    let parent = workers::Parent { listeners, roles, reloader, upgrade, inherited };
+    let code = match workers::run(cfg, parent) {
         Ok(code) => ExitCode::from(code),
         Err(e) => r.fail(e),
     };
     if let Some(p) = pid_file {
-        let _ = std::fs::remove_file(p);
+        remove_pid_file(&p);
     }
     code
 }

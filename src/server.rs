@@ -589,8 +589,9 @@ impl Server {
                 .map_err(|e| StartError(format!("epoll: {e}")))?;
             listeners.push(l);
         }
-        let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2])
-            .map_err(|e| StartError(format!("signalfd: {e}")))?;
+        let signals =
+            SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH])
+                .map_err(|e| StartError(format!("signalfd: {e}")))?;
         poll.registry()
             .register(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)), SIGNAL_TOKEN, Interest::READABLE)
             .map_err(|e| StartError(format!("epoll: {e}")))?;
@@ -783,7 +784,7 @@ impl Server {
                 self.next_tick = now + TICK;
                 self.sweep(now);
             }
-            if let Some(line) = self.upgrade.as_mut().and_then(|u| u.on_timeout(self.poll.registry(), now)) {
+            if let Some(line) = self.upgrade.as_mut().and_then(|u| u.on_timeout(now)) {
                 self.cx.error(format_args!("{line}"));
             }
             self.cx.access.flush_due(now);
@@ -1209,6 +1210,9 @@ impl Server {
                 }
                 libc::SIGUSR1 => self.reopen_logs(),
                 libc::SIGUSR2 => self.upgrade_binary(),
+                // From the parent of workers whose new binary serves (`workers`): end as
+                // after an upgrade.
+                libc::SIGWINCH if self.shutdown_deadline.is_none() => self.wind_down(Some(crate::upgrade::IDLE_GRACE)),
                 _ => {}
             }
         }
@@ -1221,7 +1225,7 @@ impl Server {
             return;
         }
         let Some(u) = self.upgrade.as_mut() else { return self.log_stats() };
-        match u.start(&self.listeners, &self.roles, self.poll.registry(), UPGRADE_TOKEN, self.cx.clock.now) {
+        match u.start_with(&self.listeners, &self.roles, self.poll.registry(), UPGRADE_TOKEN, self.cx.clock.now) {
             Ok(line) => self.cx.error(format_args!("{line}")),
             Err(e) => self.cx.error(format_args!("upgrade failed, still serving: {e}")),
         }
@@ -1231,7 +1235,7 @@ impl Server {
     /// as on SIGTERM; if it failed, this one keeps serving.
     fn on_upgrade_ready(&mut self) {
         let Some(u) = self.upgrade.as_mut() else { return };
-        match u.on_ready(self.poll.registry()) {
+        match u.on_ready() {
             crate::upgrade::Progress::Waiting => {}
             crate::upgrade::Progress::Serving(pid) => {
                 self.log_stats();
@@ -1332,6 +1336,14 @@ impl Server {
     }
 
     fn apply(&mut self, mut new: Config) -> Result<(), String> {
+        if new.workers > 1 && (new.listen != self.cx.cfg.listen || new.tls.listen != self.cx.cfg.tls.listen) {
+            // Each worker accepts on its set of the parent's sockets (`workers`).
+            self.cx.error(format_args!(
+                "with workers > 1, listen addresses change with an upgrade (SIGUSR2), not a reload; keeping the current ones"
+            ));
+            new.listen = self.cx.cfg.listen.clone();
+            new.tls.listen = self.cx.cfg.tls.listen.clone();
+        }
         if new.workers != self.cx.cfg.workers {
             self.cx.error(format_args!("the number of workers cannot change without a restart"));
             new.workers = self.cx.cfg.workers;

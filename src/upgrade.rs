@@ -60,25 +60,40 @@ pub enum Role {
     Tls(SocketAddr),
 }
 
-impl Role {
-    fn encode(self, fd: RawFd) -> String {
-        match self {
-            Role::Activated => format!("{fd}:a"),
-            Role::Plain(a) => format!("{fd}:p:{a}"),
-            Role::Tls(a) => format!("{fd}:t:{a}"),
+/// A listening socket to hand over: its descriptor, its role, and the worker whose set it
+/// belongs to (`workers = N` binds a set per worker; 0 otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handed {
+    pub fd: RawFd,
+    pub role: Role,
+    pub set: usize,
+}
+
+impl Handed {
+    /// `FD:KIND[SET][:ADDR]`: `a` socket-activated, `p` plain, `t` TLS; the set if not 0.
+    fn encode(self) -> String {
+        let set = if self.set == 0 { String::new() } else { self.set.to_string() };
+        let fd = self.fd;
+        match self.role {
+            Role::Activated => format!("{fd}:a{set}"),
+            Role::Plain(a) => format!("{fd}:p{set}:{a}"),
+            Role::Tls(a) => format!("{fd}:t{set}:{a}"),
         }
     }
 
-    fn decode(item: &str) -> Option<(RawFd, Role)> {
+    fn decode(item: &str) -> Option<Handed> {
         let mut parts = item.splitn(3, ':');
         let fd: RawFd = parts.next()?.parse().ok().filter(|&fd| fd > 2)?;
-        let role = match (parts.next()?, parts.next()) {
+        let kind = parts.next()?;
+        let (k, set) = kind.split_at_checked(1)?;
+        let set: usize = if set.is_empty() { 0 } else { set.parse().ok().filter(|&n| n > 0)? };
+        let role = match (k, parts.next()) {
             ("a", None) => Role::Activated,
             ("p", Some(a)) => Role::Plain(a.parse().ok()?),
             ("t", Some(a)) => Role::Tls(a.parse().ok()?),
             _ => return None,
         };
-        Some((fd, role))
+        Some(Handed { fd, role, set })
     }
 }
 
@@ -156,7 +171,8 @@ pub enum Progress {
     Failed(String),
 }
 
-fn pipe() -> io::Result<(File, File)> {
+/// A pipe, both ends close-on-exec: (read, write).
+pub fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -186,9 +202,15 @@ impl Upgrade {
         self.pending.as_ref().map(|p| p.deadline)
     }
 
-    /// Starts the new binary with `listeners` (whose roles are `roles`) and watches its
-    /// ready pipe under `token`. Returns the line to log.
-    pub fn start(
+    /// The new process's ready pipe while it starts: the caller watches it for
+    /// [`Self::on_ready`]. It is closed (and so leaves any epoll set) once the start is over.
+    pub fn ready_fd(&self) -> Option<RawFd> {
+        self.pending.as_ref().map(|p| p.ready.as_raw_fd())
+    }
+
+    /// [`Self::start`] with a single process's listeners (set 0), watching the ready pipe
+    /// in `registry` under `token`.
+    pub fn start_with(
         &mut self,
         listeners: &[TcpListener],
         roles: &[Role],
@@ -196,11 +218,27 @@ impl Upgrade {
         token: Token,
         now: Instant,
     ) -> Result<String, String> {
+        let handed: Vec<Handed> =
+            listeners.iter().zip(roles).map(|(l, &role)| Handed { fd: l.as_raw_fd(), role, set: 0 }).collect();
+        let line = self.start(&handed, now)?;
+        if let Some(fd) = self.ready_fd() {
+            if let Err(e) = registry.register(&mut SourceFd(&fd), token, Interest::READABLE) {
+                if let Some(mut p) = self.pending.take() {
+                    p.abandon();
+                }
+                return Err(format!("epoll: {e}"));
+            }
+        }
+        Ok(line)
+    }
+
+    /// Starts the new binary with the `listeners` handed over. Returns the line to log.
+    pub fn start(&mut self, listeners: &[Handed], now: Instant) -> Result<String, String> {
         if let Some(p) = &self.pending {
             return Err(format!("an upgrade is already under way (process {})", p.child.id()));
         }
-        let fds: Vec<RawFd> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
-        let described: Vec<String> = fds.iter().zip(roles).map(|(&fd, r)| r.encode(fd)).collect();
+        let fds: Vec<RawFd> = listeners.iter().map(|h| h.fd).collect();
+        let described: Vec<String> = listeners.iter().map(|h| h.encode()).collect();
         let (ready_r, ready_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
         let mut keep = fds.clone();
         keep.push(ready_w.as_raw_fd());
@@ -234,17 +272,12 @@ impl Upgrade {
         drop(secret);
         set_nonblocking(ready_r.as_raw_fd());
         let pid = child.id();
-        if let Err(e) = registry.register(&mut SourceFd(&ready_r.as_raw_fd()), token, Interest::READABLE) {
-            let mut p = Pending { child, ready: ready_r, deadline: now };
-            p.abandon();
-            return Err(format!("epoll: {e}"));
-        }
         self.pending = Some(Pending { child, ready: ready_r, deadline: now + READY_TIMEOUT });
         Ok(format!("upgrade: started {} as process {pid}; serving until it is ready", self.launcher.exe.display()))
     }
 
-    /// Reads the ready pipe (its token fired).
-    pub fn on_ready(&mut self, registry: &Registry) -> Progress {
+    /// Reads the ready pipe (it is readable).
+    pub fn on_ready(&mut self) -> Progress {
         let Some(p) = self.pending.as_mut() else { return Progress::Waiting };
         let mut byte = [0u8; 1];
         let outcome = match p.ready.read(&mut byte) {
@@ -256,7 +289,6 @@ impl Upgrade {
             Err(e) => Progress::Failed(format!("reading its ready pipe: {e}")),
         };
         if let Some(mut p) = self.pending.take() {
-            let _ = registry.deregister(&mut SourceFd(&p.ready.as_raw_fd()));
             if matches!(outcome, Progress::Failed(_)) {
                 p.abandon();
             }
@@ -265,12 +297,11 @@ impl Upgrade {
     }
 
     /// Gives up on a new process that did not report in time. Returns the line to log.
-    pub fn on_timeout(&mut self, registry: &Registry, now: Instant) -> Option<String> {
+    pub fn on_timeout(&mut self, now: Instant) -> Option<String> {
         if self.pending.as_ref().is_none_or(|p| now < p.deadline) {
             return None;
         }
         let mut p = self.pending.take()?;
-        let _ = registry.deregister(&mut SourceFd(&p.ready.as_raw_fd()));
         let pid = p.child.id();
         p.abandon();
         Some(format!(
@@ -321,7 +352,8 @@ fn tickets_pipe() -> io::Result<Option<File>> {
 
 /// The new process's side: what the old one handed over.
 pub struct Inherited {
-    pub listeners: Vec<(Role, StdListener)>,
+    /// The sockets, with their set and role.
+    listeners: Vec<(usize, Role, StdListener)>,
     ready: Option<File>,
 }
 
@@ -351,7 +383,7 @@ pub fn inherited() -> Result<Option<Inherited>, String> {
     let list = list.to_str().ok_or(format!("{ENV_FDS}: not text"))?.to_string();
     let mut listeners = Vec::new();
     for item in list.split_whitespace() {
-        let (fd, role) = Role::decode(item).ok_or(format!("{ENV_FDS}: bad entry {item:?}"))?;
+        let Handed { fd, role, set } = Handed::decode(item).ok_or(format!("{ENV_FDS}: bad entry {item:?}"))?;
         let mut accepting: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: `accepting` and `len` are valid out-pointers of the sizes given.
@@ -373,7 +405,7 @@ pub fn inherited() -> Result<Option<Inherited>, String> {
         // SAFETY: fcntl on a descriptor we own; no memory effects.
         unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
         l.set_nonblocking(true).map_err(|e| format!("{ENV_FDS}: {e}"))?;
-        listeners.push((role, l));
+        listeners.push((set, role, l));
     }
     if let Some(mut f) = secret {
         let mut buf = Vec::new();
@@ -457,13 +489,46 @@ pub fn relisten(
 }
 
 impl Inherited {
-    /// The listeners for `cfg` from the inherited ones (see [`assign`]).
+    /// The listeners for `cfg` from the inherited ones (see [`assign`]): a single process
+    /// takes them from every set.
     pub fn take_listeners(
         &mut self,
         cfg: &Config,
         bind: impl Fn(SocketAddr) -> Result<StdListener, String>,
     ) -> Result<(Vec<StdListener>, Vec<Role>), String> {
-        assign(cfg, std::mem::take(&mut self.listeners), bind)
+        let pool = std::mem::take(&mut self.listeners).into_iter().map(|(_, r, l)| (r, l)).collect();
+        assign(cfg, pool, bind)
+    }
+
+    /// `workers = n`: worker i's listeners from the inherited set i (see [`assign`]), so a
+    /// worker accepts from the very sockets (and queues) the old worker i did. Sets past
+    /// `n` are closed. Socket-activated listeners are shared by every worker: one set.
+    pub fn take_sets(
+        &mut self,
+        cfg: &Config,
+        n: usize,
+        bind: impl Fn(SocketAddr) -> Result<StdListener, String>,
+    ) -> Result<(Vec<Vec<StdListener>>, Vec<Role>), String> {
+        let all = std::mem::take(&mut self.listeners);
+        let activated = all.iter().any(|(_, r, _)| *r == Role::Activated);
+        let mut pools: Vec<Vec<(Role, StdListener)>> = (0..n.max(1)).map(|_| Vec::new()).collect();
+        for (set, r, l) in all {
+            let i = if activated { 0 } else { set };
+            if let Some(p) = pools.get_mut(i) {
+                p.push((r, l));
+            }
+        }
+        if activated {
+            pools.truncate(1);
+        }
+        let mut sets = Vec::new();
+        let mut roles = Vec::new();
+        for pool in pools {
+            let (set, r) = assign(cfg, pool, &bind)?;
+            sets.push(set);
+            roles = r;
+        }
+        Ok((sets, roles))
     }
 
     /// Tells the old process this one serves (once its listeners are registered): it then
@@ -499,15 +564,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn roles_round_trip() {
-        for r in
+    fn handed_sockets_round_trip() {
+        for role in
             [Role::Activated, Role::Plain("127.0.0.1:0".parse().unwrap()), Role::Tls("[::1]:8443".parse().unwrap())]
         {
-            assert_eq!(Role::decode(&r.encode(7)), Some((7, r)));
+            for set in [0, 1, 12] {
+                let h = Handed { fd: 7, role, set };
+                assert_eq!(Handed::decode(&h.encode()), Some(h));
+            }
         }
-        for bad in ["", "7", "7:x", "2:a", "7:p", "7:p:nope", "7:a:1.2.3.4:5", "x:a"] {
-            assert_eq!(Role::decode(bad), None, "{bad}");
+        for bad in ["", "7", "7:x", "2:a", "7:p", "7:p:nope", "7:a:1.2.3.4:5", "x:a", "7:a0", "7:px:1.2.3.4:5", "7::"] {
+            assert_eq!(Handed::decode(bad), None, "{bad}");
         }
+        assert_eq!(Handed::decode("7:p3:1.2.3.4:5").map(|h| h.set), Some(3));
     }
 
     #[test]

@@ -28,6 +28,7 @@ struct Upgradable {
     child: Child,
     addr: SocketAddr,
     stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Upgradable {
@@ -43,7 +44,11 @@ impl Upgradable {
         let mut cmd = Command::new(d.join("bin/ferrohttpd"));
         cmd.args(["--config", "ferrohttpd.toml"]).current_dir(d);
         let s = spawn_listening(cmd);
-        let srv = Upgradable { dir, child: s.child, addr: s.addr, stdout: s.stdout };
+        let srv = Upgradable { dir, child: s.child, addr: s.addr, stdout: s.stdout, stderr: s.stderr };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while srv.pid_file().is_none() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(srv.pid_file(), Some(srv.child.id()));
         srv
     }
@@ -271,7 +276,17 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitSta
 
 #[test]
 fn issue39_upgrade_under_load_drops_nothing_and_a_large_download_completes() {
-    let mut srv = Upgradable::start("", |_, root| make_files(root));
+    upgrade_under_load("");
+}
+
+/// With workers, each new worker accepts from the sockets of the old worker it replaces.
+#[test]
+fn issue39_upgrade_with_two_workers_drops_nothing() {
+    upgrade_under_load(&format!("workers = 2\nlisten = [\"127.0.0.1:{}\"]", common::free_port()));
+}
+
+fn upgrade_under_load(extra: &str) {
+    let mut srv = Upgradable::start(extra, |_, root| make_files(root));
     let addr = srv.addr;
     let old = srv.child.id();
     let stop = Arc::new(AtomicBool::new(false));
@@ -328,7 +343,7 @@ fn issue39_upgrade_under_load_drops_nothing_and_a_large_download_completes() {
     let total = counts.requests.load(Ordering::Relaxed);
     let failures = counts.failures.lock().unwrap().clone();
     eprintln!(
-        "upgrade under load: {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries; large download {} bytes in {took:?}",
+        "upgrade under load ({extra:?}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries; large download {} bytes in {took:?}",
         before,
         total - at_exit,
         failures.len(),
@@ -348,10 +363,16 @@ fn issue39_upgrade_under_load_drops_nothing_and_a_large_download_completes() {
     // The old process stayed until the kernel had taken the rest of the body (a few MB of
     // socket buffers at most): it did not leave at the signal.
     assert!(read_at_exit >= BIG as u64 / 2, "the old process exited with {read_at_exit} of {BIG} bytes read");
-    let log = srv.error_log();
-    assert!(log.contains(&format!("upgrade: process {new} serves")), "{log}");
-    assert!(log.contains("stats: "), "the old process logs its statistics as it hands over: {log}");
-    assert!(!log.contains("upgrade failed"), "{log}");
+    if extra.is_empty() {
+        let log = srv.error_log();
+        assert!(log.contains(&format!("upgrade: process {new} serves")), "{log}");
+        assert!(log.contains("stats: "), "the old process logs its statistics as it hands over: {log}");
+        assert!(!log.contains("upgrade failed"), "{log}");
+    } else {
+        let err = String::from_utf8_lossy(&srv.stderr.lock().unwrap()).into_owned();
+        assert!(err.contains(&format!("upgrade: process {new} serves")), "{err}");
+        assert!(common::children_of(new).len() == 2, "the new parent runs two workers");
+    }
     assert_eq!(srv.pid_file(), Some(new), "the old process leaves the new one's pid file");
 }
 
