@@ -33,6 +33,11 @@ struct Upgradable {
 
 impl Upgradable {
     fn start(extra: &str, setup: impl FnOnce(&Path, &Path)) -> Upgradable {
+        Upgradable::start_env(extra, setup, &[])
+    }
+
+    /// [`Upgradable::start`] with environment variables for the server.
+    fn start_env(extra: &str, setup: impl FnOnce(&Path, &Path), env: &[(&str, &Path)]) -> Upgradable {
         let dir = TempDir::new().unwrap();
         let d = dir.path();
         let root = make_fixture(d);
@@ -43,6 +48,9 @@ impl Upgradable {
         fs::write(d.join("ferrohttpd.toml"), render_config(d, &root, &cfg)).unwrap();
         let mut cmd = Command::new(d.join("bin/ferrohttpd"));
         cmd.args(["--config", "ferrohttpd.toml"]).current_dir(d);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let s = spawn_listening(cmd);
         let srv = Upgradable { dir, child: s.child, addr: s.addr, stdout: s.stdout, stderr: s.stderr };
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -591,4 +599,24 @@ fn issue39_sighup_with_an_address_that_cannot_be_bound_changes_nothing() {
     let mut conn = None;
     assert!(matches!(get(srv.addr, &mut conn, 0, false), Outcome::Ok), "the old address still serves");
     assert!(srv.child.try_wait().unwrap().is_none());
+}
+
+/// Under systemd (`NotifyAccess=all`), the new process reports itself as the main process:
+/// `MAINPID=` on the notification socket, before the old one exits.
+#[test]
+fn issue39_the_new_process_tells_systemd_its_pid() {
+    use std::os::unix::net::UnixDatagram;
+    let sock_dir = TempDir::new().unwrap();
+    let path = sock_dir.path().join("notify");
+    let notify = UnixDatagram::bind(&path).unwrap();
+    notify.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut srv = Upgradable::start_env("", |_, _| {}, &[("NOTIFY_SOCKET", &path)]);
+    let old = srv.child.id();
+    signal(old, "USR2");
+    let mut buf = [0u8; 256];
+    let n = notify.recv(&mut buf).expect("a notification");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
+    assert_eq!(msg, format!("MAINPID={new}\n"));
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some());
 }
