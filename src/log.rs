@@ -9,12 +9,36 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::config::{LogFormat, LogTarget};
 use crate::thttpd::privs;
 use crate::thttpd::syslog::Syslog;
+
+/// Where the access or error log goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogTarget {
+    /// Standard output (access log) or standard error (error log): `"-"`.
+    Std,
+    /// No log at all: `"off"` (or thttpd's `/dev/null`).
+    Off,
+    /// Append to this file.
+    File(PathBuf),
+    /// syslog (LOG_DAEMON, LOG_INFO), as thttpd logs by default; the line has no date.
+    Syslog,
+}
+
+/// The access log's line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Apache/nginx Combined Log Format.
+    Combined,
+    /// Common Log Format (Combined without referrer and user agent).
+    Common,
+    /// One JSON object per line.
+    Json,
+}
 
 /// The program name in syslog lines.
 const SYSLOG_TAG: &str = "ferrohttpd";

@@ -14,6 +14,8 @@
 //! standard output (the access log) or standard error (the error log), which the daemon does
 //! not otherwise use; as with thttpd, it cannot be reopened then, and a warning says so.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{Ipv6Addr, SocketAddr};
@@ -23,8 +25,10 @@ use std::process::ExitCode;
 use std::rc::Rc;
 
 use ferrohttpd::config::cli::{self, Command, Launch, Mode};
-use ferrohttpd::config::{Config, LogTarget};
-use ferrohttpd::server::{self, Server, StartError};
+use ferrohttpd::config::Config;
+use ferrohttpd::ctx::{self, StartError};
+use ferrohttpd::log::LogTarget;
+use ferrohttpd::server::{self, Server};
 use ferrohttpd::thttpd::privs;
 use ferrohttpd::thttpd::syslog::{Severity, Syslog};
 use ferrohttpd::upgrade::{self, Inherited, Launcher, Upgrade};
@@ -153,7 +157,7 @@ fn check(launch: Launch) -> ExitCode {
     for w in &warnings {
         r.warn(w);
     }
-    let root = match server::check_resources(&cfg) {
+    let root = match ctx::check_resources(&cfg) {
         Ok(root) => root,
         Err(e) => return r.fail(e),
     };

@@ -2,7 +2,7 @@
 //! files that have no fresh precompressed sibling are compressed once per version, off the
 //! event loop, and the result is served like a sibling would be.
 //!
-//! - **Who asks.** `conn::serve`'s representation step (`pick_variant`), for a file whose type
+//! - **Who asks.** `serve::pipeline`'s representation step (`pick_variant`), for a file whose type
 //!   is compressible and whose size is within `min_size..=max_size`, when the client accepts
 //!   one of `encodings` and no sibling was chosen. [`OnDemand::choose`] answers at once with
 //!   the best variant it already has for the encodings the client accepts (or none: identity

@@ -23,21 +23,12 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 use socket2::{Domain, Socket, Type};
 
-use crate::access::auth::AuthCache;
-use crate::access::referer::RefererPolicy;
-use crate::access::throttle::{Throttles, THROTTLE_TIME};
+use crate::access::throttle::THROTTLE_TIME;
 use crate::config::{Config, DeferAccept};
 use crate::conn::{Conn, ConnState, Drive};
-use crate::fs::cache::{CacheConfig, FileCache};
-use crate::fs::resolve::{DocRoot, ResolveOptions};
-use crate::http::date::Clock;
-use crate::http::encoding::Encoding;
-use crate::http::mime::MimeTypes;
-use crate::http::request::Limits;
-use crate::http::response::fixed_fields;
-use crate::log::{AccessLog, ErrorLog};
-use crate::route::Routes;
-use crate::status::{self, ConnStates, Counters, Format, Snapshot};
+use crate::ctx::{Ctx, Derived, StartError};
+use crate::fs::resolve::ResolveOptions;
+use crate::status::ConnStates;
 use crate::sys::{self, SignalFd};
 use crate::upgrade::Role;
 
@@ -54,10 +45,6 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 const EMFILE_LOG_EVERY: Duration = Duration::from_secs(60);
 /// Timeouts are checked this often.
 const TICK: Duration = Duration::from_secs(1);
-/// Pooled buffers kept for reuse.
-const POOL_MAX: usize = 256;
-/// Body buffers larger than this are freed rather than pooled.
-const POOL_BODY_MAX: usize = 256 * 1024;
 /// How long, and for how many client addresses, an empty connection that the client ended
 /// is remembered to recognise its ghost (`Server::sort_out_ghosts`): as long as the client's
 /// side stays in TIME-WAIT (60 s on Linux), since a ghost can be handed over for a port the
@@ -88,188 +75,6 @@ const BUSY_ACCEPTS: usize = 64;
 /// Deferral taken on for load lasts this long after the load was last seen, unless a second
 /// of connections accepted one at a time (each drain of the queue finding one) ends it.
 const BUSY_HOLD: Duration = Duration::from_secs(10);
-
-/// State shared by all connections of the loop.
-pub struct Ctx {
-    pub cfg: Config,
-    pub root: DocRoot,
-    pub mime: MimeTypes,
-    pub clock: Clock,
-    pub access: AccessLog,
-    pub errors: ErrorLog,
-    pub limits: Limits,
-    pub cache: FileCache,
-    pub counters: Counters,
-    /// Connections by state, refreshed by the once-a-second sweep.
-    pub conn_states: ConnStates,
-    /// The listeners defer accepts now (`defer_accept`: true, or "auto" switched on).
-    deferring: bool,
-    started: Instant,
-    /// When the configuration in force was loaded (log time format).
-    config_loaded: String,
-    /// Open connections per client address, kept only when a per-IP limit is set.
-    per_ip: HashMap<IpAddr, u32>,
-    /// Virtual hosts of the TOML form: lowercase host name and its document root.
-    pub vroots: Vec<(String, DocRoot)>,
-    pub referer: Option<RefererPolicy>,
-    pub auth: AuthCache,
-    /// On-demand compression: the variants made and the thread that makes them.
-    #[cfg(feature = "compression")]
-    pub ondemand: crate::ondemand::OnDemand,
-    pub throttles: Throttles,
-    /// `Server` and `P3P`, rendered once.
-    pub fixed_fields: Vec<u8>,
-    /// Scratch for content negotiation and sibling paths.
-    pub encodings: Vec<Encoding>,
-    pub sibling: String,
-    /// Scratch for the normalized request path.
-    pub path: String,
-    rbufs: Vec<Box<[u8]>>,
-    bodies: Vec<Vec<u8>>,
-    /// Read and output buffers of HTTP/2 connections (`conn::h2`), given back when they
-    /// are idle.
-    #[cfg(feature = "http2")]
-    h2_rbufs: Vec<Box<[u8]>>,
-    #[cfg(feature = "http2")]
-    h2_outs: Vec<Vec<u8>>,
-    /// Site routing (`crate::route`); `routes.active` is false when none is configured.
-    pub routes: Routes,
-    /// The port of the first TLS listener as bound (`[tls] redirect_http` sends clients there).
-    #[cfg(feature = "tls")]
-    pub https_port: u16,
-}
-
-impl Ctx {
-    /// A read buffer of `max_header_bytes`, from the pool if one is free.
-    pub fn take_rbuf(&mut self) -> Box<[u8]> {
-        self.rbufs.pop().unwrap_or_else(|| vec![0; self.cfg.max_header_bytes].into_boxed_slice())
-    }
-
-    pub fn put_rbuf(&mut self, b: Box<[u8]>) {
-        if self.rbufs.len() < POOL_MAX && b.len() == self.cfg.max_header_bytes {
-            self.rbufs.push(b);
-        }
-    }
-
-    /// A read buffer of `len` bytes for an HTTP/2 connection, from its pool if one is free.
-    #[cfg(feature = "http2")]
-    pub fn take_h2_rbuf(&mut self, len: usize) -> Box<[u8]> {
-        match self.h2_rbufs.pop() {
-            Some(b) if b.len() == len => b,
-            _ => vec![0; len].into_boxed_slice(),
-        }
-    }
-
-    /// Keeps at most 64 (2 MiB): enough for the connections busy at once in one turn.
-    #[cfg(feature = "http2")]
-    pub fn put_h2_rbuf(&mut self, b: Box<[u8]>) {
-        if self.h2_rbufs.len() < 64 {
-            self.h2_rbufs.push(b);
-        }
-    }
-
-    /// An output buffer for an HTTP/2 connection: empty, with the capacity it grew to.
-    #[cfg(feature = "http2")]
-    pub fn take_h2_out(&mut self) -> Vec<u8> {
-        self.h2_outs.pop().unwrap_or_default()
-    }
-
-    /// Keeps at most 64, of at most 256 KiB each.
-    #[cfg(feature = "http2")]
-    pub fn put_h2_out(&mut self, mut b: Vec<u8>) {
-        if self.h2_outs.len() < 64 && b.capacity() <= POOL_BODY_MAX {
-            b.clear();
-            self.h2_outs.push(b);
-        }
-    }
-
-    pub fn take_body(&mut self) -> Vec<u8> {
-        self.bodies.pop().unwrap_or_default()
-    }
-
-    pub fn put_body(&mut self, mut b: Vec<u8>) {
-        // An empty `Vec` holds no memory: pooling it would only hand out an allocation later.
-        if self.bodies.len() < POOL_MAX && b.capacity() != 0 && b.capacity() <= POOL_BODY_MAX {
-            b.clear();
-            self.bodies.push(b);
-        }
-    }
-
-    /// Renders the status page.
-    pub fn render_status(&self, format: Format, out: &mut Vec<u8>) {
-        let file = self.cfg.source.as_ref().map_or("(built-in defaults)".to_string(), |p| p.display().to_string());
-        let snap = Snapshot {
-            version: env!("CARGO_PKG_VERSION"),
-            pid: std::process::id(),
-            uptime_secs: self.clock.now.saturating_duration_since(self.started).as_secs(),
-            started_unix: self
-                .clock
-                .unix_secs()
-                .saturating_sub(self.clock.now.saturating_duration_since(self.started).as_secs()),
-            conns: self.conn_states,
-            counters: &self.counters,
-            cache_hits: self.cache.stats.hits,
-            cache_misses: self.cache.stats.misses,
-            cache_entries: self.cache.len() as u64,
-            cache_bytes: self.cache.mapped_bytes(),
-            auth_verifications: self.auth.verifications,
-            compression: self.compression_stats(),
-            config_file: &file,
-            config_loaded: &self.config_loaded,
-            tls: !self.cfg.tls.listen.is_empty(),
-            deferring: self.deferring,
-        };
-        status::render(&snap, format, out);
-    }
-
-    /// Counts a new connection from `ip` against `max_connections_per_ip` (at accept, or
-    /// when a PROXY protocol header has named the client).
-    pub fn admit_ip(&mut self, ip: IpAddr) -> bool {
-        let limit = self.cfg.max_connections_per_ip;
-        if limit == 0 {
-            return true;
-        }
-        let n = self.per_ip.entry(ip).or_insert(0);
-        if *n >= limit {
-            return false;
-        }
-        *n += 1;
-        true
-    }
-
-    fn compression_stats(&self) -> status::Compression {
-        #[cfg(feature = "compression")]
-        {
-            let (z, s) = (&self.ondemand, self.ondemand.stats);
-            status::Compression {
-                compressed: s.compressed,
-                bytes_saved: s.bytes_saved,
-                queue_drops: s.queue_drops,
-                entries: z.entries() as u64,
-                bytes: z.bytes(),
-            }
-        }
-        #[cfg(not(feature = "compression"))]
-        status::Compression::default()
-    }
-
-    /// Writes a line to the error log.
-    pub fn error(&mut self, msg: std::fmt::Arguments<'_>) {
-        self.errors.log(self.clock.log_date(), msg);
-    }
-}
-
-/// A start-up failure, with the context `main` prints.
-#[derive(Debug)]
-pub struct StartError(pub String);
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StartError {}
 
 pub struct Server {
     poll: Poll,
@@ -339,93 +144,6 @@ struct Deferral {
     last_busy: Option<Instant>,
     /// The error log has said that silent connections came (and not yet that they stopped).
     flood_noted: bool,
-}
-
-/// Opens the document root and logs named by the configuration (used by `--check-config`
-/// too, so a config that would fail at start fails the check).
-pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
-    let root =
-        DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
-    let mut vroots = Vec::with_capacity(cfg.vhosts.len());
-    for v in &cfg.vhosts {
-        let r = DocRoot::open(&v.root)
-            .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
-        vroots.push((v.host.clone(), r));
-    }
-    let (routes, route_warnings) = Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
-    check_auth_files(cfg)?;
-    let access =
-        AccessLog::open(&cfg.access_log, cfg.log_format, cfg.thttpd.enabled).map_err(|e| StartError(e.to_string()))?;
-    let errors = ErrorLog::open(&cfg.error_log).map_err(|e| StartError(e.to_string()))?;
-    Ok(Resources { root, vroots, access, errors, routes, route_warnings })
-}
-
-/// What `--check-config` checks: the roots open, and the log files could be opened for
-/// appending — without creating them (a check run as root must not leave root-owned logs
-/// that the server's user then cannot open). Returns the canonical root.
-pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
-    let root =
-        DocRoot::open(&cfg.root).map_err(|e| StartError(format!("document root {}: {e}", cfg.root.display())))?;
-    let mut vroots = Vec::with_capacity(cfg.vhosts.len());
-    for v in &cfg.vhosts {
-        let r = DocRoot::open(&v.root)
-            .map_err(|e| StartError(format!("document root {} of virtual host {}: {e}", v.root.display(), v.host)))?;
-        vroots.push((v.host.clone(), r));
-    }
-    Routes::for_config(cfg, &root, &vroots).map_err(StartError)?;
-    check_auth_files(cfg)?;
-    for (what, target) in [("access log", &cfg.access_log), ("error log", &cfg.error_log)] {
-        if let crate::config::LogTarget::File(p) = target {
-            check_log_file(p).map_err(|e| StartError(format!("{what} {}: {e}", p.display())))?;
-        }
-    }
-    Ok(root.path().to_path_buf())
-}
-
-/// Every `[[auth]]` password file must be there when the configuration is loaded (it is read
-/// again whenever it changes; one that goes missing later denies access, with a log line).
-fn check_auth_files(cfg: &Config) -> Result<(), StartError> {
-    for rule in &cfg.auth {
-        match std::fs::metadata(&rule.htpasswd) {
-            Ok(m) if m.is_file() => {}
-            Ok(_) => return Err(StartError(format!("auth.htpasswd {}: not a regular file", rule.htpasswd.display()))),
-            Err(e) => return Err(StartError(format!("auth.htpasswd {}: {e}", rule.htpasswd.display()))),
-        }
-    }
-    Ok(())
-}
-
-fn check_log_file(p: &std::path::Path) -> io::Result<()> {
-    if p.symlink_metadata().is_ok() {
-        // The same rules as the start: no symbolic link, a regular file with one link.
-        return crate::thttpd::privs::open_existing(p, true).map(drop);
-    }
-    let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let c = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated path; access only reads it.
-    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// What a configuration needs opened before it can serve.
-pub struct Resources {
-    pub root: DocRoot,
-    pub vroots: Vec<(String, DocRoot)>,
-    pub access: AccessLog,
-    pub errors: ErrorLog,
-    /// Compiled routing rules, and the redirects-file lines skipped with a warning.
-    pub routes: Routes,
-    pub route_warnings: Vec<String>,
-}
-
-fn referer_policy(cfg: &Config) -> Option<RefererPolicy> {
-    cfg.thttpd
-        .url_pattern
-        .as_deref()
-        .map(|p| RefererPolicy::new(p, cfg.thttpd.local_pattern.as_deref(), cfg.thttpd.no_empty_referrers))
 }
 
 /// Listening sockets passed by systemd socket activation (`LISTEN_PID`/`LISTEN_FDS`,
@@ -531,16 +249,6 @@ fn managed_deferral(role: Option<&Role>, l: &TcpListener) -> bool {
     role != Some(&Role::Activated) || sys::defer_accept(l.as_raw_fd()).is_ok_and(|s| s == 0)
 }
 
-fn cache_config(cfg: &Config) -> CacheConfig {
-    CacheConfig {
-        max_bytes: cfg.cache_max_bytes,
-        max_entries: cfg.cache_max_entries,
-        max_file: cfg.cache_max_file,
-        revalidate: cfg.cache_revalidate,
-        negative: cfg.cache_negative,
-    }
-}
-
 fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool, defer_secs: u32) -> io::Result<StdListener> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking().cloexec(), None)?;
     sock.set_reuse_address(true)?;
@@ -568,7 +276,7 @@ impl Server {
     pub fn new(cfg: Config, bound: Vec<TcpListener>, roles: Vec<Role>) -> Result<Server, StartError> {
         sys::ignore_sigpipe();
         let nofile = sys::raise_nofile_limit().ok();
-        let Resources { root, vroots, access, errors, routes, route_warnings } = open_resources(&cfg)?;
+        let derived = Derived::new(&cfg)?;
         #[cfg(feature = "tls")]
         let tls_from = bound.len().saturating_sub(cfg.tls.listen.len());
         #[cfg(feature = "tls")]
@@ -604,58 +312,14 @@ impl Server {
         let waker = std::sync::Arc::new(
             Waker::new(poll.registry(), WAKE_TOKEN).map_err(|e| StartError(format!("epoll: {e}")))?,
         );
-        let limits = Limits {
-            max_header_bytes: cfg.max_header_bytes,
-            max_uri_bytes: cfg.max_uri_bytes,
-            max_headers: cfg.max_headers,
-        };
-        let mime = MimeTypes::new(&cfg.mime, &cfg.charset);
-        let clock = Clock::new();
-        let next_tick = clock.now + TICK;
-        let cache = FileCache::new(cache_config(&cfg));
-        let cfg_ref = cfg.clone();
-        let mut cx = Ctx {
-            cfg,
-            root,
-            mime,
-            clock,
-            access,
-            errors,
-            limits,
-            cache,
-            counters: Counters::default(),
-            conn_states: ConnStates::default(),
-            deferring: cfg_ref.defer_accept == DeferAccept::Always,
-            started: Instant::now(),
-            config_loaded: String::new(),
-            per_ip: HashMap::new(),
-            vroots,
-            referer: referer_policy(&cfg_ref),
-            #[cfg(feature = "compression")]
-            ondemand: crate::ondemand::OnDemand::new(&cfg_ref.compression, waker.clone()),
-            auth: AuthCache::new(waker),
-            throttles: Throttles::new(cfg_ref.throttles.clone()),
-            encodings: Vec::new(),
-            sibling: String::new(),
-            fixed_fields: fixed_fields(&cfg_ref.server_header, cfg_ref.thttpd.p3p.as_deref()),
-            path: String::new(),
-            rbufs: Vec::new(),
-            bodies: Vec::new(),
-            #[cfg(feature = "http2")]
-            h2_rbufs: Vec::new(),
-            #[cfg(feature = "http2")]
-            h2_outs: Vec::new(),
-            routes,
-            #[cfg(feature = "tls")]
-            https_port,
-        };
-        cx.config_loaded = cx.clock.log_date().to_string();
-        for w in &route_warnings {
-            cx.error(format_args!("{w}"));
-        }
+        let mut cx = Ctx::new(cfg, derived, waker);
+        let next_tick = cx.clock.now + TICK;
         #[cfg(feature = "tls")]
-        for w in tls_warnings {
-            cx.errors.log(cx.clock.log_date(), format_args!("warning: {w}"));
+        {
+            cx.https_port = https_port;
+            for w in tls_warnings {
+                cx.errors.log(cx.clock.log_date(), format_args!("warning: {w}"));
+            }
         }
         if let Some(n) = nofile {
             let want = cx.cfg.max_connections as u64 + 64;
@@ -1375,8 +1039,7 @@ impl Server {
             Some((c, w)) => (Some(c), w),
             None => (None, Vec::new()),
         };
-        let Resources { root, vroots, access, errors, routes, route_warnings } =
-            open_resources(&new).map_err(|e| e.0)?;
+        let derived = Derived::new(&new).map_err(|e| e.0)?;
         // The listen addresses last: once they change, nothing else can fail.
         if new.listen != self.cx.cfg.listen || new.tls.listen != self.cx.cfg.tls.listen {
             self.relisten(&new)?;
@@ -1388,37 +1051,9 @@ impl Server {
                 self.cx.error(format_args!("warning: {w}"));
             }
         }
-        self.cx.access.flush();
-        self.cx.root = root;
-        self.cx.vroots = vroots;
-        self.cx.referer = referer_policy(&new);
-        self.cx.auth.clear();
-        // Unchanged rules carry on counting; changed ones start from the next request, and
-        // transfers admitted before finish at their last rate, outside the new counts.
-        self.cx.throttles = std::mem::take(&mut self.cx.throttles).reload(&new.throttles);
-        self.cx.access = access;
-        self.cx.errors = errors;
-        self.cx.routes = routes;
-        for w in &route_warnings {
-            self.cx.error(format_args!("{w}"));
-        }
-        self.cx.mime = MimeTypes::new(&new.mime, &new.charset);
-        self.cx.limits = Limits {
-            max_header_bytes: new.max_header_bytes,
-            max_uri_bytes: new.max_uri_bytes,
-            max_headers: new.max_headers,
-        };
-        self.cx.cache = FileCache::new(cache_config(&new));
-        #[cfg(feature = "compression")]
-        self.cx.ondemand.reconfigure(&self.cx.cfg.compression, &new.compression);
-        self.cx.rbufs.clear();
-        self.cx.fixed_fields = fixed_fields(&new.server_header, new.thttpd.p3p.as_deref());
-        let recount = new.max_connections_per_ip != self.cx.cfg.max_connections_per_ip;
-        self.cx.cfg = new;
-        if recount {
+        if self.cx.reconfigure(new, derived) {
             self.recount_per_ip();
         }
-        self.cx.config_loaded = self.cx.clock.log_date().to_string();
         Ok(())
     }
 

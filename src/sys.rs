@@ -1,10 +1,11 @@
 //! Thin, safe wrappers over the few system calls that std and mio do not offer:
 //! vectored sends with flags, `sendfile`, `pread` into spare capacity, `shutdown`, the send
-//! queue's length, the descriptor limit and signalfd; and giving back memory that start-up
-//! touched once.
+//! queue's length, the descriptor limit and signalfd, a directory stream and `fstatat`; and
+//! giving back memory that start-up touched once.
 
+use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One `pread` of up to `n` bytes of `file` at `offset`, appended to `out` straight into its
@@ -250,6 +251,81 @@ pub fn ignore_sigpipe() {
     }
 }
 
+/// An open `DIR*` stream, closed on drop (the directory listings' `readdir` loop).
+pub struct DirStream {
+    dir: std::ptr::NonNull<libc::DIR>,
+}
+
+impl DirStream {
+    /// Opens a fresh stream on the directory `dir` refers to. A new open file description
+    /// (`openat(dir, ".")`) rather than `dup`, so the caller's offset is never shared.
+    pub fn open(dir: BorrowedFd<'_>) -> io::Result<DirStream> {
+        // SAFETY: `dir` is a valid descriptor for the duration of the call and the path is a
+        // NUL-terminated string literal.
+        let fd = unsafe {
+            libc::openat(dir.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by openat and is owned by nobody else.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: `owned` is a valid directory descriptor; on success the stream takes it over.
+        let dir = unsafe { libc::fdopendir(owned.as_raw_fd()) };
+        match std::ptr::NonNull::new(dir) {
+            Some(dir) => {
+                // The stream owns the descriptor now; closedir closes it.
+                std::mem::forget(owned);
+                Ok(DirStream { dir })
+            }
+            None => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// The next name, `None` at the end of the directory.
+    pub fn next_name(&mut self) -> io::Result<Option<&CStr>> {
+        // readdir signals errors only through errno, so clear it first.
+        // SAFETY: __errno_location returns a valid pointer to this thread's errno.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `self.dir` is an open stream used by this thread only (&mut self).
+        let ent = unsafe { libc::readdir(self.dir.as_ptr()) };
+        if ent.is_null() {
+            let err = io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(0) | None => Ok(None),
+                Some(_) => Err(err),
+            };
+        }
+        // SAFETY: a non-null dirent stays valid until the next readdir or closedir on this
+        // stream, both of which need `&mut self`, which the returned borrow prevents; d_name
+        // is NUL-terminated.
+        Ok(Some(unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }))
+    }
+
+    /// The stream's descriptor, valid as long as the stream is open.
+    pub fn fd(&self) -> RawFd {
+        // SAFETY: the stream is open.
+        unsafe { libc::dirfd(self.dir.as_ptr()) }
+    }
+}
+
+/// `fstatat` of `name` in the directory `dir`, following symlinks; `None` on any error.
+pub fn stat_at(dir: RawFd, name: &CStr) -> Option<libc::stat> {
+    // SAFETY: all-zero bytes are a valid `libc::stat`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated and `st` is writable for the duration of the call; an
+    // invalid `dir` would only make the call fail.
+    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, 0) };
+    (r == 0).then_some(st)
+}
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        // SAFETY: the stream is open and is closed exactly once, here.
+        unsafe { libc::closedir(self.dir.as_ptr()) };
+    }
+}
+
 /// Copies `src` into `dst` (up to the shorter length), for bytes of a shared file mapping
 /// that a truncation can take away under the server. A plain read of such a page is SIGBUS;
 /// here it ends the copy with `EFAULT` instead, the server lives, and the pages from the
@@ -345,9 +421,10 @@ mod mapped {
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         let page = usize::try_from(page).ok().filter(|p| p.is_power_of_two()).ok_or_else(io::Error::last_os_error)?;
         let old = |sig| {
-            // SAFETY: `sigaction` is plain data; a null new action only reads the current one
-            // into `old`, which is valid and writable.
+            // SAFETY: `sigaction` is plain data, for which all zeroes is a valid value.
             let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: a null new action only reads the current one into `old`, which is valid
+            // and writable.
             match unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } {
                 0 => Ok(old),
                 _ => Err(io::Error::last_os_error()),

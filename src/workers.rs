@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use std::net::TcpListener as StdListener;
 
-use crate::server::{self, Reloader, Server, StartError};
+use crate::ctx::{self, StartError};
+use crate::server::{self, Reloader, Server};
 use crate::sys::SignalFd;
 use crate::upgrade::{self, Handed, Inherited, Progress, Role, Upgrade};
 
@@ -84,7 +85,7 @@ pub struct Parent {
 /// Returns the exit status for `main`.
 pub fn run(cfg: Config, parent: Parent) -> Result<u8, StartError> {
     let Parent { listeners, roles, reloader, mut upgrade, mut inherited } = parent;
-    server::open_resources(&cfg)?;
+    ctx::open_resources(&cfg)?;
     let signals =
         SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGCHLD])
             .map_err(|e| StartError(format!("signalfd: {e}")))?;

@@ -1337,6 +1337,7 @@ fn links_planted_at_the_log_and_pid_paths_are_refused() {
     let srv = site.start(&["-d", &site.root_str(), "-l", log.to_str().unwrap()]);
     assert_eq!(srv.get("/file.txt").status, 200);
     drop(srv);
+    // SAFETY: geteuid has no preconditions and cannot fail.
     let want = if is_root() { NOBODY } else { unsafe { libc::geteuid() } };
     assert_eq!(fs::metadata(&log).unwrap().uid(), want, "a log file created at start-up");
     untouched("a normal start");

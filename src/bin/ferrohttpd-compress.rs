@@ -3,6 +3,8 @@
 //! compressible files under DIR (see [`ferrohttpd::compress`]). A separate executable, built
 //! with the `compression` feature (as the server's on-demand compression is).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::process::ExitCode;
 
 use ferrohttpd::compress::compress_dir;

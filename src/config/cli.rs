@@ -25,9 +25,10 @@ use std::ffi::{OsStr, OsString};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use super::{Config, ConfigError, LogTarget};
+use super::{Config, ConfigError};
 use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
 use crate::http::encoding::Encoding;
+use crate::log::LogTarget;
 use crate::thttpd::args::{self, Parsed, Settings};
 
 /// ferrohttpd's usage text (`--help`, and after a command-line error).

@@ -16,45 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
-
-/// Where the access or error log goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LogTarget {
-    /// Standard output (access log) or standard error (error log): `"-"`.
-    Std,
-    /// No log at all: `"off"` (or thttpd's `/dev/null`).
-    Off,
-    /// Append to this file.
-    File(PathBuf),
-    /// syslog (LOG_DAEMON, LOG_INFO), as thttpd logs by default; the line has no date.
-    Syslog,
-}
-
-/// The access log's line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// Apache/nginx Combined Log Format.
-    Combined,
-    /// Common Log Format (Combined without referrer and user agent).
-    Common,
-    /// One JSON object per line.
-    Json,
-}
-
-/// A `[[headers]]` rule: extra response headers for paths matching a pattern and/or files
-/// of a MIME type.
-#[derive(Clone, Debug)]
-pub struct HeaderRule {
-    /// thttpd-style URL pattern (`/assets/**`, `**.css`); None matches every path.
-    pub pattern: Option<crate::glob::Pattern>,
-    /// Content-Type prefix ("image/", "text/html"); None matches every type.
-    pub mime: Option<String>,
-    /// Replaces the `max_age`-derived Cache-Control (and drops Expires) when set.
-    pub cache_control: Option<String>,
-    /// Additional fields, in order.
-    pub headers: Vec<(String, String)>,
-}
+use crate::log::{LogFormat, LogTarget};
 
 /// A virtual host of the TOML form: requests whose Host is `host` are served from `root`.
 #[derive(Clone, Debug)]
@@ -245,7 +207,7 @@ pub struct Config {
     pub max_connections_per_ip: u32,
     /// Proxies whose `Forwarded`/`X-Forwarded-For` give the client address for the access
     /// log and the status page's ACL (`http::forwarded`).
-    pub trusted_proxies: Vec<crate::status::Net>,
+    pub trusted_proxies: Vec<crate::http::net::Net>,
     /// Listen addresses (of `listen` or `[tls] listen`) whose connections start with a PROXY
     /// protocol header (`crate::proxy`), which then gives the client address.
     pub proxy_protocol: Vec<SocketAddr>,
@@ -254,7 +216,7 @@ pub struct Config {
     pub defer_accept: DeferAccept,
     pub pid_file: Option<PathBuf>,
     pub sendfile: bool,
-    /// With `sendfile`: bodies of at least `conn::LOOPBACK_COPY_MIN` to a loopback peer are
+    /// With `sendfile`: bodies of at least `conn::h1::LOOPBACK_COPY_MIN` to a loopback peer are
     /// copied instead (the staged path of `sendfile = false`): on loopback the client's reads
     /// of spliced page-cache pages cost it more than the copy costs the server.
     pub loopback_copy: bool,
@@ -296,7 +258,7 @@ pub struct Config {
     pub max_age: Option<u32>,
     /// Ranges per request before the Range header is ignored (200).
     pub max_ranges: usize,
-    pub header_rules: Vec<HeaderRule>,
+    pub header_rules: Vec<crate::route::HeaderRule>,
     /// Precompressed siblings to look for, in the server's order of preference.
     pub precompressed: Vec<crate::http::encoding::Encoding>,
     /// Serve `x.jpg.avif` / `x.jpg.webp` for a JPEG, PNG or GIF `x.jpg` to clients whose
@@ -321,7 +283,7 @@ pub struct Config {
 
     /// The status endpoint's URL path, when enabled.
     pub status_path: Option<String>,
-    pub status_allow: Vec<crate::status::Net>,
+    pub status_allow: Vec<crate::http::net::Net>,
 
     /// `[routing]`, `[[redirect]]` and `[[rewrite]]`: see `crate::route`.
     pub routing: crate::route::Settings,
@@ -399,8 +361,8 @@ impl Default for Config {
             thttpd: ThttpdCompat::default(),
             status_path: None,
             status_allow: vec![
-                crate::status::Net::parse("127.0.0.0/8").unwrap_or_else(|| unreachable!()),
-                crate::status::Net::parse("::1").unwrap_or_else(|| unreachable!()),
+                crate::http::net::Net::parse("127.0.0.0/8").unwrap_or_else(|| unreachable!()),
+                crate::http::net::Net::parse("::1").unwrap_or_else(|| unreachable!()),
             ],
             routing: crate::route::Settings::default(),
             health_path: None,

@@ -9,8 +9,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Config, ConfigError, DeferAccept, LogFormat, LogTarget};
+use super::{Config, ConfigError, DeferAccept};
 use crate::fs::resolve::{DotfilePolicy, SymlinkPolicy};
+use crate::http::encoding::Encoding;
+use crate::http::net::Net;
+use crate::log::{LogFormat, LogTarget};
 
 type S<T> = Option<Spanned<T>>;
 
@@ -460,6 +463,57 @@ impl Ctx<'_> {
             p => Ok(LogTarget::File(self.base.join(p))),
         }
     }
+
+    /// A list of `host:port` addresses (`server.listen`, `tls.listen`), each resolved.
+    fn listen(&self, key: &str, v: &Spanned<Vec<String>>) -> Result<Vec<SocketAddr>, ConfigError> {
+        let mut all = Vec::new();
+        for a in v.get_ref() {
+            match parse_listen(a) {
+                Ok(mut addrs) => all.append(&mut addrs),
+                Err(e) => return self.err(key, v.span(), e),
+            }
+        }
+        Ok(all)
+    }
+
+    /// A list of addresses and networks (`server.trusted_proxies`, `status.allow`).
+    fn nets(&self, key: &str, v: &Spanned<Vec<String>>) -> Result<Vec<Net>, ConfigError> {
+        let mut nets = Vec::new();
+        for a in v.get_ref() {
+            match Net::parse(a) {
+                Some(n) => nets.push(n),
+                None => return self.err(key, v.span(), format_args!("\"{a}\" is not an address or network")),
+            }
+        }
+        Ok(nets)
+    }
+
+    /// A list of content codings by their config names, duplicates dropped.
+    fn encodings(&self, key: &str, v: &Spanned<Vec<String>>) -> Result<Vec<Encoding>, ConfigError> {
+        let mut list = Vec::new();
+        for name in v.get_ref() {
+            match Encoding::from_config(name) {
+                Some(e) if !list.contains(&e) => list.push(e),
+                Some(_) => {}
+                None => {
+                    return self.err(key, v.span(), format_args!("\"{name}\" is not one of \"br\", \"zstd\", \"gzip\""))
+                }
+            }
+        }
+        Ok(list)
+    }
+
+    /// The name of a file read at each site's root (`_redirects`, `_headers`); "" is none.
+    fn site_file(&self, key: &str, v: Spanned<String>, example: &str) -> Result<Option<String>, ConfigError> {
+        let name = v.get_ref();
+        if name.is_empty() {
+            Ok(None)
+        } else if name.contains('/') || name.starts_with('.') || !name.bytes().all(|b| b.is_ascii_graphic()) {
+            self.err(key, v.span(), format_args!("must be a file name such as {example}"))
+        } else {
+            Ok(Some(v.into_inner()))
+        }
+    }
 }
 
 /// Parses "250ms", "10s", "2m", "1h" (and a bare number of seconds in a string).
@@ -496,8 +550,85 @@ pub(crate) fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, String> {
     }
 }
 
+/// Reads `text` (a config file in `base`) into `cfg`: each section present overrides the
+/// fields it names, in the order below (later sections check against earlier ones: the
+/// health path against the status page's, `[[auth]]` and the rules against `[[vhost]]`).
 pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), ConfigError> {
-    let raw: Raw = toml::from_str(text).map_err(|e| {
+    let raw = parse(text)?;
+    let cx = Ctx { text, base };
+    if let Some(s) = raw.server {
+        cx.server(s, cfg)?;
+    }
+    if let Some(h) = raw.http {
+        cx.http(h, cfg)?;
+    }
+    if let Some(l) = raw.log {
+        cx.log(l, cfg)?;
+    }
+    if let Some(c) = raw.cache {
+        cx.cache(c, cfg)?;
+    }
+    if let Some(st) = raw.status {
+        cx.status(st, cfg)?;
+    }
+    if let Some(h) = raw.health {
+        cx.health(h, cfg)?;
+    }
+    if let Some(c) = raw.compression {
+        cx.compression(c, cfg)?;
+    }
+    if let Some(i) = raw.images {
+        if let Some(v) = i.negotiate {
+            cfg.image_negotiate = v.into_inner();
+        }
+    }
+    if let Some(l) = raw.listing {
+        cx.listing(l, cfg)?;
+    }
+    if let Some(e) = raw.errors {
+        cx.errors(e, cfg)?;
+    }
+    if let Some(rules) = raw.headers {
+        cfg.header_rules = cx.header_rules(rules)?;
+    }
+    if let Some(hosts) = raw.vhost {
+        cfg.vhosts = cx.vhosts(hosts)?;
+    }
+    if let Some(t) = raw.tls {
+        cx.tls(t, cfg)?;
+    }
+    if let Some(h) = raw.http2 {
+        cx.http2(h, cfg)?;
+    }
+    if let Some(rules) = raw.throttle {
+        cfg.throttles = cx.throttles(rules)?;
+    }
+    if let Some(r) = raw.routing {
+        cx.routing(r, cfg)?;
+    }
+    for a in raw.auth.unwrap_or_default() {
+        let rule = cx.auth(a, &cfg.vhosts)?;
+        cfg.auth.push(rule);
+    }
+    let mut rules = Vec::new();
+    for (table, list) in [("redirect", raw.redirect), ("rewrite", raw.rewrite)] {
+        for r in list.unwrap_or_default() {
+            rules.push(cx.rule(table, r, &cfg.vhosts)?);
+        }
+    }
+    if !rules.is_empty() {
+        cfg.routing.rules = rules;
+    }
+    if let Some(m) = raw.mime {
+        cx.mime(m, cfg)?;
+    }
+    Ok(())
+}
+
+/// The file's text as [`Raw`]; a syntax or type error names its line (and key, when the
+/// line has one).
+fn parse(text: &str) -> Result<Raw, ConfigError> {
+    toml::from_str(text).map_err(|e| {
         let msg = e.message().trim_end().to_string();
         match e.span() {
             Some(span) => {
@@ -509,28 +640,24 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             }
             None => ConfigError(msg),
         }
-    })?;
-    let cx = Ctx { text, base };
+    })
+}
 
-    if let Some(s) = raw.server {
+/// One function per section of the file, in the order [`apply`] calls them.
+impl Ctx<'_> {
+    fn server(&self, s: RawServer, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = s.listen {
-            let mut all = Vec::new();
-            for a in v.get_ref() {
-                match parse_listen(a) {
-                    Ok(mut addrs) => all.append(&mut addrs),
-                    Err(e) => return cx.err("server.listen", v.span(), e),
-                }
-            }
+            let all = self.listen("server.listen", &v)?;
             if all.is_empty() {
-                return cx.err("server.listen", v.span(), "at least one address is needed");
+                return self.err("server.listen", v.span(), "at least one address is needed");
             }
             cfg.listen = all;
         }
         if let Some(v) = s.root {
             if v.get_ref().is_empty() {
-                return cx.err("server.root", v.span(), "must not be empty");
+                return self.err("server.root", v.span(), "must not be empty");
             }
-            cfg.root = base.join(v.get_ref());
+            cfg.root = self.base.join(v.get_ref());
         }
         if let Some(v) = s.workers {
             cfg.workers = match v.get_ref() {
@@ -538,53 +665,26 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 RawWorkers::Word(w) if w == "auto" => {
                     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
                 }
-                _ => return cx.err("server.workers", v.span(), "must be a number from 1 to 1024, or \"auto\""),
+                _ => return self.err("server.workers", v.span(), "must be a number from 1 to 1024, or \"auto\""),
             };
         }
         if let Some(v) = s.max_connections {
-            cfg.max_connections = cx.int("server.max_connections", &v, 1, 10_000_000)?;
+            cfg.max_connections = self.int("server.max_connections", &v, 1, 10_000_000)?;
         }
         if let Some(v) = s.max_connections_per_ip {
-            cfg.max_connections_per_ip = cx.int("server.max_connections_per_ip", &v, 0, 10_000_000)?;
+            cfg.max_connections_per_ip = self.int("server.max_connections_per_ip", &v, 0, 10_000_000)?;
         }
         if let Some(v) = s.trusted_proxies {
-            let mut nets = Vec::new();
-            for a in v.get_ref() {
-                match crate::status::Net::parse(a) {
-                    Some(n) => nets.push(n),
-                    None => {
-                        return cx.err(
-                            "server.trusted_proxies",
-                            v.span(),
-                            format_args!("\"{a}\" is not an address or network"),
-                        )
-                    }
-                }
-            }
-            cfg.trusted_proxies = nets;
+            cfg.trusted_proxies = self.nets("server.trusted_proxies", &v)?;
         }
         if let Some(v) = s.proxy_protocol {
-            let mut all = Vec::new();
-            for a in v.get_ref() {
-                match parse_listen(a) {
-                    Ok(addrs) if addrs.iter().any(|a| a.port() == 0) => {
-                        return cx.err(
-                            "server.proxy_protocol",
-                            v.span(),
-                            format_args!("\"{a}\" needs the port its listener is bound to, not 0"),
-                        )
-                    }
-                    Ok(mut addrs) => all.append(&mut addrs),
-                    Err(e) => return cx.err("server.proxy_protocol", v.span(), e),
-                }
-            }
-            cfg.proxy_protocol = all;
+            cfg.proxy_protocol = self.proxy_protocol(&v)?;
         }
         if let Some(v) = s.pid_file {
-            cfg.pid_file = if v.get_ref().is_empty() { None } else { Some(base.join(v.get_ref())) };
+            cfg.pid_file = if v.get_ref().is_empty() { None } else { Some(self.base.join(v.get_ref())) };
         }
         if let Some(v) = s.backlog {
-            cfg.backlog = cx.int("server.backlog", &v, 1, 65_535)?;
+            cfg.backlog = self.int("server.backlog", &v, 1, 65_535)?;
         }
         if let Some(v) = s.sendfile {
             cfg.sendfile = *v.get_ref();
@@ -598,47 +698,67 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 RawDeferAccept::Flag(false) => DeferAccept::Never,
                 RawDeferAccept::Word(w) if w == "auto" => DeferAccept::Auto,
                 RawDeferAccept::Word(_) => {
-                    return cx.err("server.defer_accept", v.span(), "must be true, false or \"auto\"")
+                    return self.err("server.defer_accept", v.span(), "must be true, false or \"auto\"")
                 }
             };
         }
         if let Some(v) = s.shutdown_timeout {
-            cfg.shutdown_timeout = cx.duration("server.shutdown_timeout", &v, 86_400)?;
+            cfg.shutdown_timeout = self.duration("server.shutdown_timeout", &v, 86_400)?;
         }
+        Ok(())
     }
 
-    if let Some(h) = raw.http {
+    /// `server.proxy_protocol`: listen addresses, each with the port its listener is bound to.
+    fn proxy_protocol(&self, v: &Spanned<Vec<String>>) -> Result<Vec<SocketAddr>, ConfigError> {
+        let mut all = Vec::new();
+        for a in v.get_ref() {
+            match parse_listen(a) {
+                Ok(addrs) if addrs.iter().any(|a| a.port() == 0) => {
+                    return self.err(
+                        "server.proxy_protocol",
+                        v.span(),
+                        format_args!("\"{a}\" needs the port its listener is bound to, not 0"),
+                    )
+                }
+                Ok(mut addrs) => all.append(&mut addrs),
+                Err(e) => return self.err("server.proxy_protocol", v.span(), e),
+            }
+        }
+        Ok(all)
+    }
+
+    fn http(&self, h: RawHttp, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = h.keepalive_requests {
-            cfg.keepalive_requests = cx.int("http.keepalive_requests", &v, 1, u32::MAX as i64)?;
+            cfg.keepalive_requests = self.int("http.keepalive_requests", &v, 1, u32::MAX as i64)?;
         }
         if let Some(v) = h.keepalive_timeout {
-            cfg.keepalive_timeout = cx.duration("http.keepalive_timeout", &v, 86_400)?;
+            cfg.keepalive_timeout = self.duration("http.keepalive_timeout", &v, 86_400)?;
         }
         if let Some(v) = h.header_timeout {
-            cfg.header_timeout = cx.duration("http.header_timeout", &v, 86_400)?;
+            cfg.header_timeout = self.duration("http.header_timeout", &v, 86_400)?;
         }
         if let Some(v) = h.send_timeout {
-            cfg.send_timeout = cx.duration("http.send_timeout", &v, 86_400)?;
+            cfg.send_timeout = self.duration("http.send_timeout", &v, 86_400)?;
         }
         if let Some(v) = h.min_send_rate {
-            cfg.min_send_rate = cx.int("http.min_send_rate", &v, 0, i64::MAX)?;
+            cfg.min_send_rate = self.int("http.min_send_rate", &v, 0, i64::MAX)?;
         }
         if let Some(v) = h.max_header_bytes {
-            cfg.max_header_bytes = cx.int("http.max_header_bytes", &v, 1024, 1024 * 1024)?;
+            cfg.max_header_bytes = self.int("http.max_header_bytes", &v, 1024, 1024 * 1024)?;
         }
         if let Some(v) = h.max_uri_bytes {
-            cfg.max_uri_bytes = cx.int("http.max_uri_bytes", &v, 64, 1024 * 1024)?;
+            cfg.max_uri_bytes = self.int("http.max_uri_bytes", &v, 64, 1024 * 1024)?;
         }
         if let Some(v) = h.max_headers {
-            cfg.max_headers = cx.int("http.max_headers", &v, 8, 1000)?;
+            cfg.max_headers = self.int("http.max_headers", &v, 8, 1000)?;
         }
         if let Some(v) = h.max_body_discard {
-            cfg.max_body_discard = cx.int("http.max_body_discard", &v, 0, i64::MAX)?;
+            cfg.max_body_discard = self.int("http.max_body_discard", &v, 0, i64::MAX)?;
         }
         if let Some(v) = h.index {
             for name in v.get_ref() {
                 if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-                    return cx.err("http.index", v.span(), format_args!("\"{name}\" is not a plain file name"));
+                    return self.err("http.index", v.span(), format_args!("\"{name}\" is not a plain file name"));
                 }
             }
             cfg.index = v.into_inner();
@@ -651,64 +771,66 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         }
         if let Some(v) = h.charset {
             if !v.get_ref().bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b)) {
-                return cx.err("http.charset", v.span(), "must be a charset name such as \"utf-8\"");
+                return self.err("http.charset", v.span(), "must be a charset name such as \"utf-8\"");
             }
             cfg.charset = v.into_inner();
         }
         if let Some(v) = h.max_age {
-            cfg.max_age = Some(cx.int("http.max_age", &v, 0, 10 * 365 * 86_400)?);
+            cfg.max_age = Some(self.int("http.max_age", &v, 0, 10 * 365 * 86_400)?);
         }
         if let Some(v) = h.max_ranges {
-            cfg.max_ranges = cx.int("http.max_ranges", &v, 0, 1000)?;
+            cfg.max_ranges = self.int("http.max_ranges", &v, 0, 1000)?;
         }
         if let Some(v) = h.limit_rate {
-            cfg.limit_rate = cx.rate("http.limit_rate", &v)?;
+            cfg.limit_rate = self.rate("http.limit_rate", &v)?;
         }
         if let Some(v) = h.limit_rate_after {
-            cfg.limit_rate_after = cx.int("http.limit_rate_after", &v, 0, i64::MAX)?;
+            cfg.limit_rate_after = self.int("http.limit_rate_after", &v, 0, i64::MAX)?;
         }
         if let Some(v) = h.server_header {
             if !crate::http::is_field_value(v.get_ref().as_bytes()) {
-                return cx.err("http.server_header", v.span(), "must be printable text");
+                return self.err("http.server_header", v.span(), "must be printable text");
             }
             cfg.server_header = v.into_inner();
         }
+        Ok(())
     }
 
-    if let Some(l) = raw.log {
+    fn log(&self, l: RawLog, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = l.access {
-            cfg.access_log = cx.log_target("log.access", &v, true)?;
+            cfg.access_log = self.log_target("log.access", &v, true)?;
         }
         if let Some(v) = l.format {
             cfg.log_format = v.into_inner();
         }
         if let Some(v) = l.error {
-            cfg.error_log = cx.log_target("log.error", &v, false)?;
+            cfg.error_log = self.log_target("log.error", &v, false)?;
         }
+        Ok(())
     }
 
-    if let Some(c) = raw.cache {
+    fn cache(&self, c: RawCache, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = c.max_bytes {
-            cfg.cache_max_bytes = cx.int("cache.max_bytes", &v, 0, i64::MAX)?;
+            cfg.cache_max_bytes = self.int("cache.max_bytes", &v, 0, i64::MAX)?;
         }
         if let Some(v) = c.max_entries {
-            cfg.cache_max_entries = cx.int("cache.max_entries", &v, 0, 10_000_000)?;
+            cfg.cache_max_entries = self.int("cache.max_entries", &v, 0, 10_000_000)?;
         }
         if let Some(v) = c.max_file {
-            cfg.cache_max_file = cx.int("cache.max_file", &v, 0, MAX_MAPPED_FILE)?;
+            cfg.cache_max_file = self.int("cache.max_file", &v, 0, MAX_MAPPED_FILE)?;
         }
         if let Some(v) = c.revalidate {
-            cfg.cache_revalidate = cx.duration_or_zero("cache.revalidate", &v, 86_400)?;
+            cfg.cache_revalidate = self.duration_or_zero("cache.revalidate", &v, 86_400)?;
         }
         if let Some(v) = c.negative {
-            cfg.cache_negative = cx.duration_or_zero("cache.negative", &v, 86_400)?;
+            cfg.cache_negative = self.duration_or_zero("cache.negative", &v, 86_400)?;
         }
         if let Some(v) = c.preload {
             let mut dirs = Vec::new();
             for d in v.get_ref() {
                 let mut norm = String::new();
                 if crate::fs::resolve::normalize(d.as_bytes(), &mut norm).is_err() {
-                    return cx.err(
+                    return self.err(
                         "cache.preload",
                         v.span(),
                         format_args!("\"{d}\" is not a URL path such as \"/assets/\""),
@@ -718,41 +840,35 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             }
             cfg.cache_preload = dirs;
         }
+        Ok(())
     }
 
-    if let Some(st) = raw.status {
+    fn status(&self, st: RawStatus, cfg: &mut Config) -> Result<(), ConfigError> {
         let mut path = cfg.status_path.clone().unwrap_or_else(|| "/.status".to_string());
         if let Some(v) = st.path {
             if !v.get_ref().starts_with('/') || !v.get_ref().bytes().all(|b| b.is_ascii_graphic() && b != b'?') {
-                return cx.err("status.path", v.span(), "must be a URL path such as \"/.status\"");
+                return self.err("status.path", v.span(), "must be a URL path such as \"/.status\"");
             }
             path = v.into_inner();
         }
         if let Some(v) = st.allow {
-            let mut nets = Vec::new();
-            for a in v.get_ref() {
-                match crate::status::Net::parse(a) {
-                    Some(n) => nets.push(n),
-                    None => {
-                        return cx.err("status.allow", v.span(), format_args!("\"{a}\" is not an address or network"))
-                    }
-                }
-            }
-            cfg.status_allow = nets;
+            cfg.status_allow = self.nets("status.allow", &v)?;
         }
         let enabled = st.enabled.is_some_and(|v| v.into_inner());
         cfg.status_path = enabled.then_some(path);
+        Ok(())
     }
 
-    if let Some(h) = raw.health {
+    /// `[health]`, after `[status]`: the two paths must differ.
+    fn health(&self, h: RawHealth, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = h.path {
             let p = v.get_ref();
             if p.is_empty() {
                 cfg.health_path = None;
             } else if !p.starts_with('/') || !p.bytes().all(|b| b.is_ascii_graphic() && b != b'?') {
-                return cx.err("health.path", v.span(), "must be a URL path such as \"/healthz\", or \"\"");
+                return self.err("health.path", v.span(), "must be a URL path such as \"/healthz\", or \"\"");
             } else if cfg.status_path.as_deref() == Some(p) {
-                return cx.err("health.path", v.span(), "is the status page's path");
+                return self.err("health.path", v.span(), "is the status page's path");
             } else {
                 cfg.health_path = Some(v.into_inner());
             }
@@ -760,103 +876,84 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = h.log {
             cfg.health_log = v.into_inner();
         }
+        Ok(())
     }
 
-    if let Some(c) = raw.compression {
-        let encodings = |key: &str, v: &Spanned<Vec<String>>| {
-            let mut list = Vec::new();
-            for name in v.get_ref() {
-                match crate::http::encoding::Encoding::from_config(name) {
-                    Some(e) if !list.contains(&e) => list.push(e),
-                    Some(_) => {}
-                    None => {
-                        return cx.err(
-                            key,
-                            v.span(),
-                            format_args!("\"{name}\" is not one of \"br\", \"zstd\", \"gzip\""),
-                        )
-                    }
-                }
-            }
-            Ok(list)
-        };
+    fn compression(&self, c: RawCompression, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = c.precompressed {
-            cfg.precompressed = encodings("compression.precompressed", &v)?;
+            cfg.precompressed = self.encodings("compression.precompressed", &v)?;
         }
         let z = &mut cfg.compression;
         if let Some(v) = c.encodings {
-            z.encodings = encodings("compression.encodings", &v)?;
+            z.encodings = self.encodings("compression.encodings", &v)?;
         }
         if let Some(v) = c.gzip_level {
-            z.gzip_level = cx.int("compression.gzip_level", &v, 1, 9)?;
+            z.gzip_level = self.int("compression.gzip_level", &v, 1, 9)?;
         }
         if let Some(v) = c.br_level {
-            z.br_level = cx.int("compression.br_level", &v, 0, 11)?;
+            z.br_level = self.int("compression.br_level", &v, 0, 11)?;
         }
         if let Some(v) = c.zstd_level {
-            z.zstd_level = cx.int("compression.zstd_level", &v, 1, 19)?;
+            z.zstd_level = self.int("compression.zstd_level", &v, 1, 19)?;
         }
         if let Some(v) = c.min_size {
-            z.min_size = cx.int("compression.min_size", &v, 0, i64::MAX)?;
+            z.min_size = self.int("compression.min_size", &v, 0, i64::MAX)?;
         }
         if let Some(v) = c.max_size {
-            z.max_size = cx.int("compression.max_size", &v, 0, 1 << 30)?;
+            z.max_size = self.int("compression.max_size", &v, 0, 1 << 30)?;
         }
         if let Some(v) = c.cache_bytes {
-            z.cache_bytes = cx.int("compression.cache_bytes", &v, 0, i64::MAX)?;
+            z.cache_bytes = self.int("compression.cache_bytes", &v, 0, i64::MAX)?;
         }
         if let Some(v) = c.cache_entries {
-            z.cache_entries = cx.int("compression.cache_entries", &v, 0, 1_000_000)?;
+            z.cache_entries = self.int("compression.cache_entries", &v, 0, 1_000_000)?;
         }
         if let Some(v) = c.on_demand {
             // A build without the feature has no encoders: the shipped file (which says
             // `true`) still loads there, and only siblings are served (documented).
             z.on_demand = v.into_inner() && cfg!(feature = "compression");
         }
+        Ok(())
     }
 
-    if let Some(i) = raw.images {
-        if let Some(v) = i.negotiate {
-            cfg.image_negotiate = v.into_inner();
-        }
-    }
-
-    if let Some(l) = raw.listing {
+    fn listing(&self, l: RawListing, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = l.enabled {
             cfg.listing = v.into_inner();
         }
         if let Some(v) = l.max_entries {
-            cfg.listing_max_entries = cx.int("listing.max_entries", &v, 1, 1_000_000)?;
+            cfg.listing_max_entries = self.int("listing.max_entries", &v, 1, 1_000_000)?;
         }
         if let Some(v) = l.max_bytes {
-            cfg.listing_max_bytes = cx.int("listing.max_bytes", &v, 4096, 1 << 30)?;
+            cfg.listing_max_bytes = self.int("listing.max_bytes", &v, 4096, 1 << 30)?;
         }
+        Ok(())
     }
 
-    if let Some(e) = raw.errors {
+    fn errors(&self, e: BTreeMap<String, Spanned<String>>, cfg: &mut Config) -> Result<(), ConfigError> {
         for (code, page) in e {
             let key = format!("errors.{code}");
             let status: u16 = match code.parse() {
                 Ok(s) if (400..600).contains(&s) => s,
-                _ => return cx.err(&key, page.span(), "the key must be an error status from 400 to 599"),
+                _ => return self.err(&key, page.span(), "the key must be an error status from 400 to 599"),
             };
             let mut norm = String::new();
             let url =
                 if page.get_ref().starts_with('/') { page.get_ref().clone() } else { format!("/{}", page.get_ref()) };
             if crate::fs::resolve::normalize(url.as_bytes(), &mut norm).is_err() || norm.ends_with('/') {
-                return cx.err(&key, page.span(), "must be the path of a file under the document root");
+                return self.err(&key, page.span(), "must be the path of a file under the document root");
             }
             cfg.error_pages.insert(status, norm);
         }
+        Ok(())
     }
 
-    if let Some(rules) = raw.headers {
+    fn header_rules(&self, rules: Vec<RawHeaderRule>) -> Result<Vec<crate::route::HeaderRule>, ConfigError> {
         let mut out = Vec::new();
         for r in rules {
             let pattern = r.pattern.map(|p| crate::glob::Pattern::new(p.get_ref()));
             let mime = r.mime.map(Spanned::into_inner);
             let cache_control = match r.cache_control {
-                Some(v) => Some(cx.header_value("headers.cache_control", &v)?),
+                Some(v) => Some(self.header_value("headers.cache_control", &v)?),
                 None => None,
             };
             let mut headers = Vec::new();
@@ -865,16 +962,16 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 let token = !name.is_empty()
                     && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
                 if !token {
-                    return cx.err(&key, value.span(), "the key must be a header name");
+                    return self.err(&key, value.span(), "the key must be a header name");
                 }
-                headers.push((name.clone(), cx.header_value(&key, &value)?));
+                headers.push((name.clone(), self.header_value(&key, &value)?));
             }
-            out.push(crate::config::HeaderRule { pattern, mime, cache_control, headers });
+            out.push(crate::route::HeaderRule { pattern, mime, cache_control, headers });
         }
-        cfg.header_rules = out;
+        Ok(out)
     }
 
-    if let Some(hosts) = raw.vhost {
+    fn vhosts(&self, hosts: Vec<RawVhost>) -> Result<Vec<crate::config::VirtualHost>, ConfigError> {
         let mut out: Vec<crate::config::VirtualHost> = Vec::new();
         for v in hosts {
             let host = v.host.get_ref().to_ascii_lowercase();
@@ -883,60 +980,54 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 || !crate::http::request::valid_host(host.as_bytes())
                 || host.contains(':') && !host.starts_with('[')
             {
-                return cx.err("vhost.host", v.host.span(), "must be a host name without a port");
+                return self.err("vhost.host", v.host.span(), "must be a host name without a port");
             }
             if out.iter().any(|o| o.host == host) {
-                return cx.err("vhost.host", v.host.span(), format_args!("\"{host}\" is listed twice"));
+                return self.err("vhost.host", v.host.span(), format_args!("\"{host}\" is listed twice"));
             }
             if v.root.get_ref().is_empty() {
-                return cx.err("vhost.root", v.root.span(), "must not be empty");
+                return self.err("vhost.root", v.root.span(), "must not be empty");
             }
-            let tls = cx.cert_files("vhost", &v.cert, &v.key, v.host.span())?;
-            out.push(crate::config::VirtualHost { host, root: base.join(v.root.get_ref()), tls });
+            let tls = self.cert_files("vhost", &v.cert, &v.key, v.host.span())?;
+            out.push(crate::config::VirtualHost { host, root: self.base.join(v.root.get_ref()), tls });
         }
-        cfg.vhosts = out;
+        Ok(out)
     }
 
-    if let Some(t) = raw.tls {
+    fn tls(&self, t: RawTls, cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(v) = t.listen {
-            let mut all = Vec::new();
-            for a in v.get_ref() {
-                match parse_listen(a) {
-                    Ok(mut addrs) => all.append(&mut addrs),
-                    Err(e) => return cx.err("tls.listen", v.span(), e),
-                }
-            }
-            cfg.tls.listen = all;
+            cfg.tls.listen = self.listen("tls.listen", &v)?;
         }
         let at = t.cert.as_ref().or(t.key.as_ref()).map_or(0..0, |v| v.span());
-        cfg.tls.default = cx.cert_files("tls", &t.cert, &t.key, at)?;
+        cfg.tls.default = self.cert_files("tls", &t.cert, &t.key, at)?;
         if let Some(v) = t.handshake_timeout {
-            cfg.tls.handshake_timeout = cx.duration("tls.handshake_timeout", &v, 3600)?;
+            cfg.tls.handshake_timeout = self.duration("tls.handshake_timeout", &v, 3600)?;
         }
         if let Some(v) = t.session_tickets {
             cfg.tls.session_tickets = v.into_inner();
         }
         if let Some(v) = t.ticket_lifetime {
             // RFC 8446 §4.6.1: at most 7 days. Keys rotate every half of it: at least 1 s.
-            let d = cx.duration("tls.ticket_lifetime", &v, 7 * 86_400)?;
+            let d = self.duration("tls.ticket_lifetime", &v, 7 * 86_400)?;
             if d < Duration::from_secs(2) {
-                return cx.err("tls.ticket_lifetime", v.span(), "must be at least 2 seconds");
+                return self.err("tls.ticket_lifetime", v.span(), "must be at least 2 seconds");
             }
             cfg.tls.ticket_lifetime = d;
         }
         if let Some(v) = t.ticket_key_file {
             // Empty: none (the shipped file's default), as for `cert`.
-            cfg.tls.ticket_key_file = Some(v.get_ref()).filter(|p| !p.is_empty()).map(|p| base.join(p));
+            cfg.tls.ticket_key_file = Some(v.get_ref()).filter(|p| !p.is_empty()).map(|p| self.base.join(p));
         }
         if let Some(v) = t.session_cache {
-            cfg.tls.session_cache = cx.int("tls.session_cache", &v, 0, 1_000_000)?;
+            cfg.tls.session_cache = self.int("tls.session_cache", &v, 0, 1_000_000)?;
         }
         if let Some(v) = t.redirect_http {
             cfg.tls.redirect_http = v.into_inner();
         }
+        Ok(())
     }
 
-    if let Some(h) = raw.http2 {
+    fn http2(&self, h: RawHttp2, cfg: &mut Config) -> Result<(), ConfigError> {
         let c = &mut cfg.http2;
         if let Some(v) = h.enabled {
             c.enabled = *v.get_ref();
@@ -945,44 +1036,45 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             c.h2c = *v.get_ref();
         }
         if let Some(v) = h.max_concurrent_streams {
-            c.max_concurrent_streams = cx.int("http2.max_concurrent_streams", &v, 1, 1000)?;
+            c.max_concurrent_streams = self.int("http2.max_concurrent_streams", &v, 1, 1000)?;
         }
         if let Some(v) = h.max_header_list_size {
-            c.max_header_list_size = cx.int("http2.max_header_list_size", &v, 1024, 1024 * 1024)?;
+            c.max_header_list_size = self.int("http2.max_header_list_size", &v, 1024, 1024 * 1024)?;
         }
         if let Some(v) = h.max_header_block {
-            c.max_header_block = cx.int("http2.max_header_block", &v, 1024, 1024 * 1024)?;
+            c.max_header_block = self.int("http2.max_header_block", &v, 1024, 1024 * 1024)?;
         }
         if let Some(v) = h.header_table_size {
-            c.header_table_size = cx.int("http2.header_table_size", &v, 4096, 65536)?;
+            c.header_table_size = self.int("http2.header_table_size", &v, 4096, 65536)?;
         }
         if let Some(v) = h.initial_window_size {
-            c.initial_window_size = cx.int("http2.initial_window_size", &v, 65_535, (1 << 31) - 1)?;
+            c.initial_window_size = self.int("http2.initial_window_size", &v, 65_535, (1 << 31) - 1)?;
         }
         if let Some(v) = h.handshake_timeout {
-            c.handshake_timeout = cx.duration("http2.handshake_timeout", &v, 3600)?;
+            c.handshake_timeout = self.duration("http2.handshake_timeout", &v, 3600)?;
         }
         if let Some(v) = h.idle_timeout {
-            c.idle_timeout = cx.duration("http2.idle_timeout", &v, 86_400)?;
+            c.idle_timeout = self.duration("http2.idle_timeout", &v, 86_400)?;
         }
         if let Some(v) = h.reset_budget {
-            c.reset_budget = cx.int("http2.reset_budget", &v, 10, 1_000_000)?;
+            c.reset_budget = self.int("http2.reset_budget", &v, 10, 1_000_000)?;
         }
         if let Some(v) = h.flood_budget {
-            c.flood_budget = cx.int("http2.flood_budget", &v, 100, 1_000_000)?;
+            c.flood_budget = self.int("http2.flood_budget", &v, 100, 1_000_000)?;
         }
+        Ok(())
     }
 
-    if let Some(rules) = raw.throttle {
+    fn throttles(&self, rules: Vec<RawThrottle>) -> Result<Vec<crate::access::throttle::ThrottleRule>, ConfigError> {
         let mut out = Vec::new();
         for t in rules {
-            let max = cx.rate("throttle.max", &t.max)?;
+            let max = self.rate("throttle.max", &t.max)?;
             let min = match &t.min {
-                Some(m) => cx.rate("throttle.min", m)?,
+                Some(m) => self.rate("throttle.min", m)?,
                 None => 0,
             };
             if max == 0 || min > max {
-                return cx.err("throttle.max", t.max.span(), "must be more than 0 and at least min");
+                return self.err("throttle.max", t.max.span(), "must be more than 0 and at least min");
             }
             out.push(crate::access::throttle::ThrottleRule {
                 pattern: crate::glob::Pattern::new(t.pattern.get_ref()),
@@ -990,30 +1082,17 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 max,
             });
         }
-        cfg.throttles = out;
+        Ok(out)
     }
 
-    if let Some(r) = raw.routing {
+    /// `[routing]` (the `[[redirect]]` and `[[rewrite]]` rules are read after `[[vhost]]`).
+    fn routing(&self, r: RawRouting, cfg: &mut Config) -> Result<(), ConfigError> {
         let rt = &mut cfg.routing;
         if let Some(v) = r.redirects_file {
-            let name = v.get_ref();
-            if name.is_empty() {
-                rt.redirects_file = None;
-            } else if name.contains('/') || name.starts_with('.') || !name.bytes().all(|b| b.is_ascii_graphic()) {
-                return cx.err("routing.redirects_file", v.span(), "must be a file name such as \"_redirects\"");
-            } else {
-                rt.redirects_file = Some(v.into_inner());
-            }
+            rt.redirects_file = self.site_file("routing.redirects_file", v, "\"_redirects\"")?;
         }
         if let Some(v) = r.headers_file {
-            let name = v.get_ref();
-            if name.is_empty() {
-                rt.headers_file = None;
-            } else if name.contains('/') || name.starts_with('.') || !name.bytes().all(|b| b.is_ascii_graphic()) {
-                return cx.err("routing.headers_file", v.span(), "must be a file name such as \"_headers\"");
-            } else {
-                rt.headers_file = Some(v.into_inner());
-            }
+            rt.headers_file = self.site_file("routing.headers_file", v, "\"_headers\"")?;
         }
         if let Some(v) = r.clean_urls {
             rt.clean_urls = v.into_inner();
@@ -1021,7 +1100,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = r.clean_url_extensions {
             for e in v.get_ref() {
                 if e.is_empty() || !e.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                    return cx.err(
+                    return self.err(
                         "routing.clean_url_extensions",
                         v.span(),
                         format_args!("\"{e}\" is not an extension without the dot, such as \"html\""),
@@ -1029,7 +1108,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
                 }
             }
             if v.get_ref().is_empty() {
-                return cx.err("routing.clean_url_extensions", v.span(), "needs at least one extension");
+                return self.err("routing.clean_url_extensions", v.span(), "needs at least one extension");
             }
             rt.clean_url_extensions = v.into_inner();
         }
@@ -1040,13 +1119,13 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             rt.trailing_slash = v.into_inner();
         }
         if let Some(v) = r.fallback {
-            rt.fallback = if v.get_ref().is_empty() { None } else { Some(cx.file_path("routing.fallback", &v)?) };
+            rt.fallback = if v.get_ref().is_empty() { None } else { Some(self.file_path("routing.fallback", &v)?) };
         }
         if let Some(v) = r.fallback_status {
             let n = *v.get_ref();
             let known = (400..=599).contains(&n) && crate::http::reason(n as u16) != "Unknown";
             if n != 200 && !known {
-                return cx.err(
+                return self.err(
                     "routing.fallback_status",
                     v.span(),
                     "must be 200 or an error status the server sends, such as 404 or 410",
@@ -1057,22 +1136,28 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
         if let Some(v) = r.hidden {
             rt.hidden = v.get_ref().iter().map(|p| crate::glob::Pattern::new(p)).collect();
         }
+        Ok(())
     }
 
-    for a in raw.auth.unwrap_or_default() {
+    /// An `[[auth]]` rule; `vhosts` are the ones already read.
+    fn auth(
+        &self,
+        a: RawAuth,
+        vhosts: &[crate::config::VirtualHost],
+    ) -> Result<crate::access::auth::AuthRule, ConfigError> {
         let path = a.path.get_ref();
         let mut normal = String::new();
         let clean = crate::fs::resolve::normalize(path.as_bytes(), &mut normal).is_ok()
             && (normal == *path || format!("{normal}/") == *path);
         if !path.starts_with('/') || !clean || path.contains('%') {
-            return cx.err("auth.path", a.path.span(), "must be a URL path prefix such as \"/private/\"");
+            return self.err("auth.path", a.path.span(), "must be a URL path prefix such as \"/private/\"");
         }
         if a.htpasswd.get_ref().is_empty() {
-            return cx.err("auth.htpasswd", a.htpasswd.span(), "must name a password file");
+            return self.err("auth.htpasswd", a.htpasswd.span(), "must name a password file");
         }
         let realm = match a.realm {
             Some(r) if r.get_ref().is_empty() || r.get_ref().chars().any(char::is_control) => {
-                return cx.err("auth.realm", r.span(), "must be a non-empty line of text")
+                return self.err("auth.realm", r.span(), "must be a non-empty line of text")
             }
             Some(r) => r.into_inner(),
             None => path.clone(),
@@ -1081,40 +1166,30 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
             None => None,
             Some(h) => {
                 let name = h.get_ref().to_ascii_lowercase();
-                if !cfg.vhosts.iter().any(|v| v.host == name) {
-                    return cx.err("auth.host", h.span(), format_args!("\"{name}\" is not the host of a [[vhost]]"));
+                if !vhosts.iter().any(|v| v.host == name) {
+                    return self.err("auth.host", h.span(), format_args!("\"{name}\" is not the host of a [[vhost]]"));
                 }
                 Some(name)
             }
         };
         let prefix = if path.len() > 1 { path.trim_end_matches('/').to_string() } else { path.clone() };
-        cfg.auth.push(crate::access::auth::AuthRule { prefix, host, htpasswd: base.join(a.htpasswd.get_ref()), realm });
+        Ok(crate::access::auth::AuthRule { prefix, host, htpasswd: self.base.join(a.htpasswd.get_ref()), realm })
     }
 
-    let mut rules = Vec::new();
-    for (table, list) in [("redirect", raw.redirect), ("rewrite", raw.rewrite)] {
-        for r in list.unwrap_or_default() {
-            rules.push(cx.rule(table, r, &cfg.vhosts)?);
-        }
-    }
-    if !rules.is_empty() {
-        cfg.routing.rules = rules;
-    }
-
-    if let Some(m) = raw.mime {
+    fn mime(&self, m: BTreeMap<String, Spanned<String>>, cfg: &mut Config) -> Result<(), ConfigError> {
         for (ext, ty) in m {
             let key = format!("mime.{ext}");
             let valid_ext = !ext.is_empty() && !ext.contains(['.', '/']);
             if !valid_ext {
-                return cx.err(&key, ty.span(), "the key must be a file extension without the dot");
+                return self.err(&key, ty.span(), "the key must be a file extension without the dot");
             }
             if !crate::http::mime::is_media_type(ty.get_ref()) {
-                return cx.err(&key, ty.span(), "must be a media type such as \"text/plain\"");
+                return self.err(&key, ty.span(), "must be a media type such as \"text/plain\"");
             }
             cfg.mime.insert(ext.to_ascii_lowercase(), ty.into_inner());
         }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -1216,6 +1291,46 @@ mod tests {
         assert!(e.contains("http.header_timeout"), "{e}");
         let e = load("[http]\nmax_uri_bytes = 20000\n").unwrap_err().0;
         assert!(e.contains("max_uri_bytes"), "{e}");
+    }
+
+    /// The messages of the value readers shared by several keys, byte for byte.
+    #[test]
+    fn shared_value_messages() {
+        let err = |s: &str| load(s).unwrap_err().0;
+        assert_eq!(
+            err("[server]\ntrusted_proxies = [\"10.0.0.0/8\", \"10.0.0.0/40\"]\n"),
+            "line 2: server.trusted_proxies: \"10.0.0.0/40\" is not an address or network"
+        );
+        assert_eq!(
+            err("[status]\nallow = [\"nope\"]\n"),
+            "line 2: status.allow: \"nope\" is not an address or network"
+        );
+        assert_eq!(
+            err("[routing]\nredirects_file = \".redirects\"\n"),
+            "line 2: routing.redirects_file: must be a file name such as \"_redirects\""
+        );
+        assert_eq!(
+            err("[routing]\nheaders_file = \"a/b\"\n"),
+            "line 2: routing.headers_file: must be a file name such as \"_headers\""
+        );
+        assert_eq!(
+            err("[compression]\nprecompressed = [\"br\", \"lzma\"]\n"),
+            "line 2: compression.precompressed: \"lzma\" is not one of \"br\", \"zstd\", \"gzip\""
+        );
+        assert_eq!(
+            err("[compression]\nencodings = [\"deflate\"]\n"),
+            "line 2: compression.encodings: \"deflate\" is not one of \"br\", \"zstd\", \"gzip\""
+        );
+        assert_eq!(
+            err("[server]\nproxy_protocol = [\"127.0.0.1:0\"]\n"),
+            "line 2: server.proxy_protocol: \"127.0.0.1:0\" needs the port its listener is bound to, not 0"
+        );
+        assert_eq!(err("[server]\nlisten = []\n"), "line 2: server.listen: at least one address is needed");
+        let e = err("[tls]\nlisten = [\"127.0.0.1:443\", \"no port\"]\n");
+        assert!(e.starts_with("line 2: tls.listen: \"no port\" is not a valid host:port ("), "{e}");
+        let c = load("[compression]\nencodings = [\"gzip\", \"br\", \"gzip\"]\n").unwrap();
+        assert_eq!(c.compression.encodings.len(), 2);
+        assert_eq!(load("[routing]\nredirects_file = \"\"\n").unwrap().routing.redirects_file, None);
     }
 
     #[test]

@@ -58,8 +58,8 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::exchange::{Body, Exchange};
 use super::{is_peer_gone, Conn, Drive, Phase, WriteResult, WRITE_BUDGET};
+use crate::ctx::Ctx;
 use crate::fs::cache::{self, FileEntry};
 use crate::h2::frame::{self, Code, PREFACE};
 use crate::h2::priority::Priority;
@@ -67,7 +67,7 @@ use crate::h2::request::Fields;
 use crate::h2::session::{self, Event, Field, Session};
 use crate::http::request::Limits;
 use crate::log::{RequestLine, HTTP2};
-use crate::server::Ctx;
+use crate::serve::{self, Body, Exchange};
 use crate::sys;
 
 /// Output buffered beyond which no more input is read and no more DATA is cut.
@@ -655,10 +655,10 @@ impl Conn {
                     ex.client = crate::http::forwarded::client(self.peer, proxies, req.forwarded, req.x_forwarded_for);
                 }
                 #[cfg(feature = "tls")]
-                let early = self.early(cx, req);
+                let early = serve::early(cx, req, self.is_plain(), self.sni());
                 #[cfg(not(feature = "tls"))]
-                let early = super::Early::Pipeline;
-                let status = super::answer(&mut ex, cx, req, early);
+                let early = serve::Early::Pipeline;
+                let status = serve::answer(&mut ex, cx, req, early);
                 if let Some(job) = ex.waiting.take() {
                     // Answered again when the verification is done (`h2_answer_paused`).
                     ex.end_transfer(cx);

@@ -1,5 +1,14 @@
-//! One client connection: a small state machine, its transport, and the HTTP/1.1 writer of
-//! its [`Exchange`] (the current request's answer, `exchange.rs`).
+//! One client TCP connection: a small state machine, its transport and its protocol. Nothing
+//! here decides what to answer: each request goes to `serve::answer`, which fills an
+//! `Exchange`; the protocol code writes it out.
+//!
+//! * `mod.rs`: [`Conn`], the phases below, the read buffer, deadlines, the close and
+//!   `Linger`, and [`Conn::drive`].
+//! * Protocols: `h1.rs` (HTTP/1.1: parsing, body discarding, writing an exchange with
+//!   `sendmsg`/`sendfile`), `h2.rs` (HTTP/2: the glue between `crate::h2`'s sans-IO
+//!   session, the pipeline and the transport).
+//! * Transports: plain (the socket), `tls_io.rs` (rustls between the queue and the socket),
+//!   `proxy_io.rs` (the PROXY protocol header before either).
 //!
 //! ```text
 //!  (Proxy) ─header─▶
@@ -42,38 +51,23 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
-mod exchange;
+mod h1;
 #[cfg(feature = "http2")]
 mod h2;
 mod proxy_io;
-mod routing;
-mod serve;
 #[cfg(feature = "tls")]
 mod tls_io;
 
 use crate::access::throttle::{self, RateLimiter};
-use crate::fs::cache;
-use crate::http::request::{self, ChunkedSkipper, Framing, Method, Reject, Request};
-use crate::http::response::Head;
-use crate::log::RequestLine;
-use crate::server::Ctx;
+use crate::ctx::Ctx;
+use crate::serve::Exchange;
 use crate::sys;
-use exchange::{Body, Exchange};
+use h1::Discard;
 
 /// Bytes one connection may write per wake-up before others get their turn.
 const WRITE_BUDGET: usize = 1024 * 1024;
 /// Requests one connection may have answered per wake-up (pipelining) before yielding.
 const REQUEST_BUDGET: u32 = 64;
-/// The largest single `sendfile` call.
-const SENDFILE_CHUNK: usize = 512 * 1024;
-/// Staging buffer size when sendfile is off.
-const COPY_CHUNK: usize = 64 * 1024;
-/// `[server] loopback_copy`: bodies from this size on, to a loopback peer, take the staged
-/// copy instead of `sendfile`. On loopback the receiver's reads of spliced page-cache pages
-/// cost it more than reads of pages just copied in (wrk: 7 against 4 µs per 8 KiB read), and
-/// with one connection the slower side sets the pace: copying measured 1.15–1.27× the
-/// throughput at 2–32 MiB, level at 1 MiB, 0.76× at 256 KiB (BENCHMARKS.md, issue 17).
-pub const LOOPBACK_COPY_MIN: u64 = 2 * 1024 * 1024;
 /// How long a closing connection keeps draining what the client still sends, counted from
 /// the last bytes it sent.
 const LINGER: Duration = Duration::from_secs(2);
@@ -82,8 +76,6 @@ const LINGER: Duration = Duration::from_secs(2);
 const LINGER_MAX: Duration = Duration::from_secs(30);
 /// Most bytes drained while lingering before giving up.
 const LINGER_BYTES: usize = 256 * 1024;
-
-const ALLOW: &[u8] = b"GET, HEAD, OPTIONS";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -118,13 +110,6 @@ pub enum Drive {
     /// The request waits for this verification job; drive again (after
     /// [`Conn::resume`]) once it is done.
     Pause(u64),
-}
-
-/// A request body still to be read and thrown away before the next request.
-enum Discard {
-    None,
-    Length(u64),
-    Chunked(ChunkedSkipper),
 }
 
 /// How a connection's bytes reach its socket, chosen once at accept. The plain branch is
@@ -490,112 +475,6 @@ impl Conn {
         true
     }
 
-    /// Uses buffered bytes: skips body bytes being discarded, then parses and answers one
-    /// request. `Ok(true)`: a response was queued; `Ok(false)`: more bytes are needed;
-    /// `Err`: close now.
-    fn consume(&mut self, cx: &mut Ctx) -> Result<bool, ()> {
-        if !self.skip_body(cx)? {
-            return Ok(false);
-        }
-        if self.rstart == self.rend {
-            return Ok(false);
-        }
-        let Some(mut rbuf) = self.rbuf.take() else {
-            return Ok(false);
-        };
-        let limits = cx.limits;
-        let region = &rbuf[self.rstart..self.rend];
-        // Matched by reference: moving the parsed request out would copy it.
-        let queued = match &request::parse_head(region, &limits) {
-            Ok(Some(req)) => match held_body_error(req, &region[req.head_len..], cx.cfg.max_body_discard) {
-                Some(rej) => {
-                    self.reject(cx, rej, req_line(req));
-                    self.rstart = self.rend;
-                    true
-                }
-                None => {
-                    let head_len = req.head_len;
-                    let queued = self.respond(cx, req);
-                    if queued {
-                        self.rstart += head_len;
-                    }
-                    queued
-                }
-            },
-            Ok(None) => {
-                if self.phase == Phase::Idle {
-                    self.phase = Phase::Head;
-                    self.deadline = cx.clock.now + cx.cfg.header_timeout;
-                }
-                false
-            }
-            #[cfg(feature = "http2")]
-            Err(_) if self.plain() && self.served == 0 && h2::preface(cx, region).is_some() => {
-                // The HTTP/2 preface (its `HTTP/2.0` is what failed): switch, or wait for
-                // the rest of it.
-                let complete = h2::preface(cx, region) == Some(true);
-                self.rbuf = Some(rbuf);
-                if complete {
-                    self.start_h2(cx);
-                }
-                return Ok(complete);
-            }
-            Err(rej) if *rej == request::NEWER_MINOR => {
-                // HTTP/1.2 to 1.9: read as 1.1 (RFC 9110 §2.5), so patched, and parsed again.
-                request::patch_version(&mut rbuf[self.rstart..self.rend]);
-                self.rbuf = Some(rbuf);
-                return self.consume(cx);
-            }
-            Err(rej) => {
-                let rej = *rej;
-                let line = first_line(&rbuf[self.rstart..self.rend]);
-                self.reject(cx, rej, line);
-                self.rstart = self.rend;
-                true
-            }
-        };
-        self.rbuf = Some(rbuf);
-        if self.rstart == self.rend {
-            self.rstart = 0;
-            self.rend = 0;
-        }
-        Ok(queued)
-    }
-
-    /// Drops buffered bytes of a request body. `Ok(true)` when no body is pending any more.
-    fn skip_body(&mut self, cx: &Ctx) -> Result<bool, ()> {
-        let avail = self.rend - self.rstart;
-        match &mut self.discard {
-            Discard::None => return Ok(true),
-            Discard::Length(left) => {
-                let take = avail.min(usize::try_from(*left).unwrap_or(usize::MAX));
-                self.rstart += take;
-                *left -= take as u64;
-                if *left == 0 {
-                    self.discard = Discard::None;
-                }
-            }
-            Discard::Chunked(skip) => {
-                let Some(rbuf) = self.rbuf.as_deref() else {
-                    return Ok(false);
-                };
-                let used = skip.feed(&rbuf[self.rstart..self.rend]).map_err(|_| ())?;
-                self.rstart += used;
-                if skip.consumed > cx.cfg.max_body_discard {
-                    return Err(());
-                }
-                if skip.done() {
-                    self.discard = Discard::None;
-                }
-            }
-        }
-        if self.rstart == self.rend {
-            self.rstart = 0;
-            self.rend = 0;
-        }
-        Ok(matches!(self.discard, Discard::None))
-    }
-
     /// The read buffer for the next read (the connection's, or one from the pool), its
     /// unread bytes moved to the front when it is full. Put it back in `self.rbuf` after.
     fn rbuf_for_read(&mut self, cx: &mut Ctx) -> Box<[u8]> {
@@ -647,242 +526,6 @@ impl Conn {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
             Err(_) => false,
         }
-    }
-
-    /// Answers a parsed request: queues head and body and enters `Send`; or, when the
-    /// answer waits for a verification, leaves the request unconsumed, enters `Paused` and
-    /// returns false.
-    fn respond(&mut self, cx: &mut Ctx, req: &Request<'_>) -> bool {
-        let close_before = self.close_after;
-        let mut keep = req.keep_alive && !self.close_after && self.served + 1 < cx.cfg.keepalive_requests;
-        match req.framing {
-            Framing::None => {}
-            Framing::Length(n) if n > cx.cfg.max_body_discard => {
-                self.reject(cx, Reject { status: 413, why: "request body too large" }, req_line(req));
-                return true;
-            }
-            _ if req.expect_continue => {
-                // The client may be waiting for 100 Continue before it sends the body; we
-                // don't want the body, so answer now and close instead of reading it.
-                keep = false;
-            }
-            Framing::Length(n) => self.discard = Discard::Length(n),
-            Framing::Chunked => self.discard = Discard::Chunked(ChunkedSkipper::default()),
-        }
-        self.close_after = !keep;
-        self.ex.keep = keep;
-        self.ex.take_head(cx);
-        self.ex.client = if cx.cfg.trusted_proxies.is_empty() {
-            self.peer
-        } else {
-            crate::http::forwarded::client(self.peer, &cx.cfg.trusted_proxies, req.forwarded, req.x_forwarded_for)
-        };
-
-        #[cfg(feature = "tls")]
-        let early = self.early(cx, req);
-        #[cfg(not(feature = "tls"))]
-        let early = Early::Pipeline;
-        let status = answer(&mut self.ex, cx, req, early);
-        if self.ex.waiting.is_some() {
-            // Undo what answering began; the request is parsed again on resume.
-            debug_assert_eq!(status, serve::PAUSED);
-            self.discard = Discard::None;
-            self.close_after = close_before;
-            self.ex.user = None;
-            self.ex.vhost = None;
-            self.phase = Phase::Paused;
-            return false;
-        }
-        #[cfg(feature = "tls")]
-        {
-            self.ex.tls = self.tls_names();
-        }
-        self.ex.log_request(cx, req, status, req.minor);
-        self.start_send(cx, status);
-        true
-    }
-
-    /// Answers a request that cannot be trusted, and closes after the response.
-    fn reject(&mut self, cx: &mut Ctx, rej: Reject, line: RequestLine<'_>) {
-        self.close_after = true;
-        self.ex.keep = false;
-        self.ex.client = self.peer;
-        self.discard = Discard::None;
-        self.ex.take_head(cx);
-        self.ex.simple_response_raw(cx, rej.status, 1, false, None);
-        #[cfg(feature = "tls")]
-        {
-            self.ex.tls = self.tls_names();
-        }
-        self.ex.begin_log(cx, rej.status, line, None, None);
-        self.start_send(cx, rej.status);
-    }
-
-    fn start_send(&mut self, cx: &Ctx, status: u16) {
-        self.ex.status = status;
-        self.ex.send_started = cx.clock.now;
-        self.ex.head_pos = 0;
-        self.ex.body_sent = 0;
-        self.phase = Phase::Send;
-        self.deadline = cx.clock.now + cx.cfg.send_timeout;
-    }
-
-    fn finish_response(&mut self, cx: &mut Ctx) {
-        if cx.access.enabled() {
-            cx.access.finish(&self.ex.log, self.ex.body_sent, cx.clock.now);
-        }
-        cx.counters.response(self.ex.status, self.ex.body_sent);
-        self.ex.end_transfer(cx);
-        self.served += 1;
-        self.phase = Phase::Idle;
-        self.deadline = cx.clock.now + cx.cfg.keepalive_timeout;
-    }
-
-    /// Writes as much of the queued response as the socket and the budget allow.
-    fn write(&mut self, cx: &mut Ctx, budget: &mut usize) -> WriteResult {
-        #[cfg(feature = "tls")]
-        if let Transport::Tls(_) = self.transport {
-            return self.write_tls(cx, budget);
-        }
-        let fd = self.sock.as_raw_fd();
-        loop {
-            if !self.writable {
-                return WriteResult::Blocked;
-            }
-            if *budget == 0 {
-                return WriteResult::Budget;
-            }
-            let (cap, wake) = self.ex.rate_cap(cx);
-            let head = &self.ex.head[self.ex.head_pos..];
-            // The connection closes once the bytes of this send are out: flag them MSG_MORE,
-            // and the close (or the shutdown of Linger) that follows at once sends them with
-            // the FIN in one segment, a packet and a wake-up fewer for the client.
-            let last = self.close_after && self.ex.parts.is_empty();
-            let (result, body_part) = match &mut self.ex.body {
-                Body::None if head.is_empty() => return WriteResult::Done,
-                Body::None => (sys::send2(fd, head, &[], last), false),
-                Body::Mem { buf, pos } => {
-                    if head.is_empty() && *pos == buf.len() {
-                        return WriteResult::Done;
-                    }
-                    (sys::send2(fd, head, &buf[*pos..], last), true)
-                }
-                Body::Mapped { entry, pos, end } => {
-                    if head.is_empty() && *pos == *end {
-                        return WriteResult::Done;
-                    }
-                    let stop = (*end).min(pos.saturating_add(cap));
-                    if head.is_empty() && stop == *pos {
-                        if let Some(t) = wake {
-                            return WriteResult::Sleep(t);
-                        }
-                    }
-                    // Only a pointer into the mapping is taken here; the kernel does the reading.
-                    // The entry's size is the mapping's, so the range is inside it; if it ever
-                    // were not, the response cannot be completed: close, as for a truncation.
-                    let Some(bytes) = entry.body.bytes().and_then(|b| b.get(*pos..stop)) else {
-                        return self.truncated(cx);
-                    };
-                    (sys::send2(fd, head, bytes, last && stop == *end), true)
-                }
-                Body::File { entry, pos, end, stage } => {
-                    let cache::Body::Fd(file) = &entry.body else { return WriteResult::Closed };
-                    // Copied (read into a staging buffer and sent) with sendfile off, and to a
-                    // loopback peer from `LOOPBACK_COPY_MIN` on; else sent by sendfile.
-                    if stage.is_none()
-                        && (!cx.cfg.sendfile || self.loopback_copy && end.saturating_sub(*pos) >= LOOPBACK_COPY_MIN)
-                    {
-                        *stage = Some(exchange::Staged { buf: cx.take_body(), pos: 0 });
-                    }
-                    if *pos == *end && stage.as_ref().is_none_or(|s| s.pos == s.buf.len()) {
-                        if head.is_empty() {
-                            // A file that shrank before the last bytes were handed over made
-                            // sendfile come up short (0, below: the connection closes with
-                            // bytes owed). Once they are handed over nothing can be checked:
-                            // sendfile queues page-cache pages by reference, and a truncation
-                            // in place zeroes them while they wait in the socket, for as long
-                            // as the client takes to read them. An fstat here would cover only
-                            // the microseconds since the last call, for a system call per
-                            // response. Files should be replaced by rename (README).
-                            return WriteResult::Done;
-                        }
-                        (sys::send2(fd, head, &[], false), false)
-                    } else if let Some(st) = stage {
-                        if st.pos == st.buf.len() {
-                            // Refill the staging buffer from the file, in one read: a short
-                            // one (the file shrank) is sent, the next, empty, closes the
-                            // connection as truncated.
-                            let want = (*end - *pos).min(COPY_CHUNK as u64) as usize;
-                            st.buf.clear();
-                            st.pos = 0;
-                            match sys::pread_append(file, &mut st.buf, want, *pos) {
-                                Ok(0) => return self.truncated(cx),
-                                Ok(n) => *pos += n as u64,
-                                Err(e) => {
-                                    cx.error(format_args!("read error while sending a file: {e}"));
-                                    return WriteResult::Closed;
-                                }
-                            }
-                        }
-                        let stop = st.buf.len().min(st.pos.saturating_add(cap));
-                        if head.is_empty() && stop == st.pos {
-                            if let Some(t) = wake {
-                                return WriteResult::Sleep(t);
-                            }
-                        }
-                        // MSG_MORE while more of the body follows (and, as above, when the
-                        // close follows): a 64 KiB chunk is not a whole number of segments
-                        // (loopback MSS 65483), and with TCP_NODELAY each send would push its
-                        // tail as a segment of its own. Held back, the tail leaves with the
-                        // next chunk: up to half the data segments, where the client reads
-                        // faster than the server sends (nstat, 10 × 32 MiB by curl, both
-                        // directions: 15267 segments against 11899).
-                        let more = stop < st.buf.len() || *pos < *end || last;
-                        (sys::send2(fd, head, &st.buf[st.pos..stop], more), true)
-                    } else if !head.is_empty() {
-                        // The head first, flagged so it leaves together with the file data.
-                        (sys::send2(fd, head, &[], true), false)
-                    } else {
-                        let count = ((*end - *pos).min(SENDFILE_CHUNK as u64) as usize).min(*budget).min(cap);
-                        if count == 0 {
-                            if let Some(t) = wake {
-                                return WriteResult::Sleep(t);
-                            }
-                        }
-                        match sys::sendfile(fd, file.as_raw_fd(), pos, count) {
-                            Ok(0) => return self.truncated(cx),
-                            other => (other, true),
-                        }
-                    }
-                }
-            };
-            match result {
-                Ok(n) => {
-                    *budget = budget.saturating_sub(n);
-                    self.deadline = cx.clock.now + cx.cfg.send_timeout;
-                    let body = self.ex.advance(n, body_part);
-                    self.ex.charge(cx, body);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.writable = false;
-                    return WriteResult::Blocked;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => return self.truncated(cx),
-                Err(e) => {
-                    if !is_peer_gone(&e) {
-                        cx.error(format_args!("write to {}: {e}", self.peer));
-                    }
-                    return WriteResult::Closed;
-                }
-            }
-        }
-    }
-
-    /// The file shrank while being sent: the connection closes (`Exchange::truncated`).
-    fn truncated(&mut self, cx: &mut Ctx) -> WriteResult {
-        self.ex.truncated(cx);
-        WriteResult::Closed
     }
 
     /// Ends the connection after a response: at once when the client has nothing more in
@@ -942,74 +585,6 @@ impl Conn {
         self.rend = 0;
         result
     }
-}
-
-/// What the transport decides before the pipeline runs (`Conn::early`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Early {
-    /// Nothing: the pipeline answers.
-    Pipeline,
-    /// The 421 rule: the Host picks another site than the TLS connection's SNI name.
-    #[cfg(feature = "tls")]
-    Misdirected,
-    /// `[tls] redirect_http` on a plain connection.
-    #[cfg(feature = "tls")]
-    RedirectHttps,
-}
-
-/// The request pipeline, for either protocol: the transport's early answers (421, the
-/// redirect to HTTPS), the health endpoint, the status page, GET/HEAD of a file, OPTIONS, or
-/// 405. Returns the status queued in `ex` (its head block and body source), or
-/// `serve::PAUSED` with `ex.waiting` set.
-fn answer(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>, early: Early) -> u16 {
-    #[cfg(not(feature = "tls"))]
-    let Early::Pipeline = early;
-    let is_status_page = cx.cfg.status_path.as_deref() == Some(req.path);
-    let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
-    match req.method {
-        #[cfg(feature = "tls")]
-        _ if early == Early::RedirectHttps => tls_io::redirect_https(ex, cx, req),
-        #[cfg(feature = "tls")]
-        _ if early == Early::Misdirected => ex.simple_response(cx, 421, req, None),
-        Method::Get | Method::Head if is_health => ex.health(cx, req),
-        Method::Get | Method::Head if is_status_page => ex.status_page(cx, req),
-        Method::Get | Method::Head => ex.serve_file(cx, req),
-        Method::Options => {
-            let mut h = Head::new(&mut ex.head, 204, cx.clock.http_date(), &cx.fixed_fields);
-            h.field("Allow", ALLOW);
-            h.finish(ex.keep, req.minor);
-            204
-        }
-        _ => ex.simple_response(cx, 405, req, None),
-    }
-}
-
-/// Whether the body bytes already received with a head make the request invalid: a chunked
-/// body whose framing is broken (or over `max_body_discard`) in bytes the server holds is
-/// answered 400 (413) and the connection closed, never served first. Bytes that arrive after
-/// the response has started can only close the connection (`skip_body`).
-fn held_body_error(req: &Request<'_>, held: &[u8], max_discard: u64) -> Option<Reject> {
-    if req.framing != Framing::Chunked || held.is_empty() {
-        return None;
-    }
-    let mut skip = ChunkedSkipper::default();
-    match skip.feed(held) {
-        Err(rej) => Some(rej),
-        Ok(_) if skip.consumed > max_discard => Some(Reject { status: 413, why: "request body too large" }),
-        Ok(_) => None,
-    }
-}
-
-fn req_line<'a>(req: &Request<'a>) -> RequestLine<'a> {
-    RequestLine::Parsed { method: req.method_str, target: req.target, minor: req.minor }
-}
-
-/// The first line of what the client sent, for logging a request that did not parse.
-fn first_line(b: &[u8]) -> RequestLine<'_> {
-    let start = b.iter().position(|&c| c != b'\r' && c != b'\n').unwrap_or(b.len());
-    let b = &b[start..];
-    let end = b.iter().position(|&c| c == b'\r' || c == b'\n').unwrap_or(b.len());
-    RequestLine::Raw(&b[..end])
 }
 
 /// Resets and broken pipes are how clients leave; they are not worth a log line.

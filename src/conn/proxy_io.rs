@@ -15,8 +15,8 @@ use std::io::{self, Read};
 #[cfg(feature = "tls")]
 use super::Transport;
 use super::{Conn, Phase};
+use crate::ctx::Ctx;
 use crate::proxy::{self, Parsed};
-use crate::server::Ctx;
 
 impl Conn {
     /// `Ok(true)`: the header is consumed and the connection is `Idle`; `Ok(false)`: wait

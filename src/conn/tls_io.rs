@@ -28,11 +28,11 @@
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 
-use super::exchange::Exchange;
-use super::{is_peer_gone, Body, Conn, Discard, Early, Phase, Transport, WriteResult};
+use super::h1::Discard;
+use super::{is_peer_gone, Conn, Phase, Transport, WriteResult};
+use crate::ctx::Ctx;
 use crate::fs::cache;
-use crate::http::request::Request;
-use crate::server::Ctx;
+use crate::serve::Body;
 use crate::sys;
 use crate::tls::{TlsState, OUT_LIMIT};
 
@@ -56,32 +56,10 @@ impl Conn {
         self
     }
 
-    /// The 421 rule (nginx's): on a TLS connection whose client sent SNI, a request whose
-    /// Host picks another `[[vhost]]` than the SNI name picked is misdirected: it would be
-    /// answered under a certificate that was not checked for its host (the client may be
-    /// reusing a connection for a host it believes the certificate covers). Hosts that pick
-    /// the same site (both unknown: the default) are fine; without SNI nothing is checked.
-    pub(super) fn misdirected(&self, cx: &Ctx, req: &Request<'_>) -> bool {
-        let Transport::Tls(t) = &self.transport else { return false };
-        let (Some(sni), false) = (t.conn.server_name(), cx.vroots.is_empty()) else { return false };
-        // The same comparison as the serving pipeline's choice of site (`serve::site`).
-        let site = |name: &[u8]| cx.vroots.iter().position(|(h, _)| h.as_bytes().eq_ignore_ascii_case(name));
-        let (sni, host) = (sni.as_bytes(), req.host.map_or(&[][..], strip_port));
-        site(sni.strip_suffix(b".").unwrap_or(sni)) != site(host.strip_suffix(b".").unwrap_or(host))
-    }
-
-    /// What the transport answers instead of the pipeline: the redirect to HTTPS on a
-    /// plain connection (`[tls] redirect_http`; the health endpoint is still answered), or
-    /// 421 for a misdirected request.
-    pub(super) fn early(&self, cx: &Ctx, req: &Request<'_>) -> Early {
-        let is_health = || cx.cfg.health_path.as_deref() == Some(req.path);
-        if cx.cfg.tls.redirect_http && self.is_plain() && req.path.starts_with('/') && !is_health() {
-            Early::RedirectHttps
-        } else if self.misdirected(cx, req) {
-            Early::Misdirected
-        } else {
-            Early::Pipeline
-        }
+    /// The name the client sent in its TLS handshake (SNI), if any.
+    pub(super) fn sni(&self) -> Option<&str> {
+        let Transport::Tls(t) = &self.transport else { return None };
+        t.conn.server_name()
     }
 
     /// The protocol and cipher for the access log (None on a plain connection).
@@ -395,59 +373,5 @@ fn next_body<'a>(body: &'a Body, room: usize, scratch: &'a mut [u8]) -> io::Resu
         Ok(n) => Ok(Some(&scratch[..n])),
         Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Ok(None),
         Err(e) => Err(e),
-    }
-}
-
-/// `https://host[:port]path[?query]`, the port left out when it is HTTPS's own.
-fn https_location(host: &[u8], port: u16, path: &str, query: Option<&str>) -> Vec<u8> {
-    let mut l = Vec::with_capacity(16 + host.len() + path.len() + query.map_or(0, |q| q.len() + 1));
-    l.extend_from_slice(b"https://");
-    l.extend_from_slice(host);
-    if port != 443 {
-        l.push(b':');
-        l.extend_from_slice(itoa::Buffer::new().format(port).as_bytes());
-    }
-    l.extend_from_slice(path.as_bytes());
-    if let Some(q) = query {
-        l.push(b'?');
-        l.extend_from_slice(q.as_bytes());
-    }
-    l
-}
-
-/// A Host value without its port (`[::1]:8443` -> `[::1]`).
-fn strip_port(host: &[u8]) -> &[u8] {
-    if host.starts_with(b"[") {
-        return host.iter().position(|&b| b == b']').map_or(host, |i| &host[..=i]);
-    }
-    host.iter().rposition(|&b| b == b':').map_or(host, |i| &host[..i])
-}
-
-/// `[tls] redirect_http`: the same URL over HTTPS, permanently (nginx's `return 301
-/// https://$host$request_uri`): the request's host without its port, the port of the
-/// first TLS listener unless it is 443, the path and query as sent. No host (HTTP/1.0
-/// without Host): nothing to redirect to, 400.
-pub(super) fn redirect_https(ex: &mut Exchange, cx: &mut Ctx, req: &Request<'_>) -> u16 {
-    let Some(host) = req.host.map(strip_port).filter(|h| !h.is_empty()) else {
-        return ex.simple_response(cx, 400, req, None);
-    };
-    let location = https_location(host, cx.https_port, req.path, req.query);
-    ex.simple_response(cx, 301, req, Some(("Location", &location)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn https_locations() {
-        let l = |h: &str, port, path, q| {
-            String::from_utf8(https_location(strip_port(h.as_bytes()), port, path, q)).unwrap()
-        };
-        assert_eq!(l("example.org", 443, "/", None), "https://example.org/");
-        assert_eq!(l("example.org:80", 443, "/a/b", Some("x=1&y")), "https://example.org/a/b?x=1&y");
-        assert_eq!(l("example.org:8080", 8443, "/%20", Some("")), "https://example.org:8443/%20?");
-        assert_eq!(l("[::1]:8080", 8443, "/p", None), "https://[::1]:8443/p");
-        assert_eq!(l("[::1]", 443, "/p", None), "https://[::1]/p");
     }
 }

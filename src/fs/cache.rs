@@ -133,7 +133,7 @@ pub struct FileEntry {
     /// it could not be made, or not with the entry's size.
     #[cfg(feature = "http2")]
     spliceable: OnceCell<Option<Mmap>>,
-    /// Until when this file is known to have no sibling variant (`conn::serve` looked for
+    /// Until when this file is known to have no sibling variant (`serve::pipeline` looked for
     /// `x.jpg.avif` and `x.jpg.webp`, or for `x.br`, `x.zst` and `x.gz`, and found none, or only
     /// older ones): until then a request for it costs no sibling lookup, so a file without
     /// variants is served at the cost it had before negotiation existed. A rebuilt entry

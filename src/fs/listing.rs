@@ -33,11 +33,12 @@
 //! - The HTML uses relative links: `url_path` must end with `/`, as the server redirects
 //!   directory requests without it.
 
-use std::ffi::CStr;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
+
+use crate::sys;
 
 /// One entry of a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +71,7 @@ pub fn read_dir(dir: &Path, opts: &ListOptions) -> io::Result<(Vec<Entry>, bool)
 /// Reads the directory open at `dir` (any descriptor of it, `O_PATH` included; its file offset
 /// is not used or moved) into sorted entries, and whether the listing was truncated.
 pub fn read_dir_fd(dir: BorrowedFd<'_>, opts: &ListOptions) -> io::Result<(Vec<Entry>, bool)> {
-    let mut stream = DirStream::open(dir)?;
+    let mut stream = sys::DirStream::open(dir)?;
     let fd = stream.fd();
     let mut entries = Vec::new();
     let limit = opts.max_entries.saturating_add(1);
@@ -85,7 +86,7 @@ pub fn read_dir_fd(dir: BorrowedFd<'_>, opts: &ListOptions) -> io::Result<(Vec<E
         let Ok(utf8) = std::str::from_utf8(bytes) else {
             continue;
         };
-        let Some(st) = stat_at(fd, name) else {
+        let Some(st) = sys::stat_at(fd, name) else {
             continue;
         };
         let is_dir = match st.st_mode & libc::S_IFMT {
@@ -104,81 +105,6 @@ pub fn read_dir_fd(dir: BorrowedFd<'_>, opts: &ListOptions) -> io::Result<(Vec<E
     entries.truncate(opts.max_entries);
     entries.sort_unstable_by(|a, b| b.is_dir.cmp(&a.is_dir).then_with(|| a.name.as_bytes().cmp(b.name.as_bytes())));
     Ok((entries, truncated))
-}
-
-/// An open `DIR*` stream, closed on drop.
-struct DirStream {
-    dir: std::ptr::NonNull<libc::DIR>,
-}
-
-impl DirStream {
-    /// Opens a fresh stream on the directory `dir` refers to. A new open file description
-    /// (`openat(dir, ".")`) rather than `dup`, so the caller's offset is never shared.
-    fn open(dir: BorrowedFd<'_>) -> io::Result<DirStream> {
-        // SAFETY: `dir` is a valid descriptor for the duration of the call and the path is a
-        // NUL-terminated string literal.
-        let fd = unsafe {
-            libc::openat(dir.as_raw_fd(), c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC)
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by openat and is owned by nobody else.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: `owned` is a valid directory descriptor; on success the stream takes it over.
-        let dir = unsafe { libc::fdopendir(owned.as_raw_fd()) };
-        match std::ptr::NonNull::new(dir) {
-            Some(dir) => {
-                // The stream owns the descriptor now; closedir closes it.
-                std::mem::forget(owned);
-                Ok(DirStream { dir })
-            }
-            None => Err(io::Error::last_os_error()),
-        }
-    }
-
-    /// The next name, `None` at the end of the directory.
-    fn next_name(&mut self) -> io::Result<Option<&CStr>> {
-        // readdir signals errors only through errno, so clear it first.
-        // SAFETY: __errno_location returns a valid pointer to this thread's errno.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: `self.dir` is an open stream used by this thread only (&mut self).
-        let ent = unsafe { libc::readdir(self.dir.as_ptr()) };
-        if ent.is_null() {
-            let err = io::Error::last_os_error();
-            return match err.raw_os_error() {
-                Some(0) | None => Ok(None),
-                Some(_) => Err(err),
-            };
-        }
-        // SAFETY: a non-null dirent stays valid until the next readdir or closedir on this
-        // stream, both of which need `&mut self`, which the returned borrow prevents; d_name
-        // is NUL-terminated.
-        Ok(Some(unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }))
-    }
-
-    /// The stream's descriptor, valid as long as the stream is open.
-    fn fd(&self) -> RawFd {
-        // SAFETY: the stream is open.
-        unsafe { libc::dirfd(self.dir.as_ptr()) }
-    }
-}
-
-/// `fstatat` of `name` in the directory `dir`, following symlinks; `None` on any error.
-fn stat_at(dir: RawFd, name: &CStr) -> Option<libc::stat> {
-    // SAFETY: all-zero bytes are a valid `libc::stat`.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `name` is NUL-terminated and `st` is writable for the duration of the call; an
-    // invalid `dir` would only make the call fail.
-    let r = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, 0) };
-    (r == 0).then_some(st)
-}
-
-impl Drop for DirStream {
-    fn drop(&mut self) {
-        // SAFETY: the stream is open and is closed exactly once, here.
-        unsafe { libc::closedir(self.dir.as_ptr()) };
-    }
 }
 
 /// Room kept at the end of an HTML page for its footing with the "only N are shown" note.

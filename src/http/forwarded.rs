@@ -12,7 +12,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::status::Net;
+use super::net::Net;
 
 /// The address to log and to check the status ACL against.
 pub fn client(peer: IpAddr, trusted: &[Net], forwarded: Option<&[u8]>, x_forwarded_for: Option<&[u8]>) -> IpAddr {

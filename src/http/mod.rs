@@ -1,5 +1,9 @@
-//! HTTP/1.1 message handling: request parsing and validation ([`request`]), response heads
-//! ([`response`]), the cached `Date` ([`date`]) and Content-Type lookup ([`mime`]).
+//! HTTP semantics and HTTP/1.1 syntax, protocol by protocol the same: request parsing and
+//! validation ([`request`], which HTTP/2's field lists also end in), response heads
+//! ([`response`]), preconditions ([`conditional`]), ranges ([`range`]), content negotiation
+//! ([`encoding`], [`media`], [`weighted`]), `Forwarded` ([`forwarded`]), the cached `Date`
+//! ([`date`]) and Content-Type lookup ([`mime`]). Pure functions on bytes: no socket, no
+//! file, no configuration.
 
 pub mod conditional;
 pub mod date;
@@ -7,10 +11,26 @@ pub mod encoding;
 pub mod forwarded;
 pub mod media;
 pub mod mime;
+pub mod net;
 pub mod range;
 pub mod request;
 pub mod response;
 pub mod weighted;
+
+/// A Host value without its port: `example.com:8080` -> `example.com`, `[::1]:80` ->
+/// `[::1]`. The one place a port is taken off a Host, for the choice of site, the 421 rule
+/// and the redirect to HTTPS.
+pub fn strip_port(host: &[u8]) -> &[u8] {
+    if host.starts_with(b"[") {
+        return host.iter().position(|&b| b == b']').map_or(host, |i| &host[..=i]);
+    }
+    host.iter().rposition(|&b| b == b':').map_or(host, |i| &host[..i])
+}
+
+/// [`strip_port`] of a `str` (the cut is always at an ASCII byte, so a char boundary).
+pub fn strip_port_str(host: &str) -> &str {
+    host.get(..strip_port(host.as_bytes()).len()).unwrap_or(host)
+}
 
 /// The reason phrase for a status code this server sends.
 pub fn reason(status: u16) -> &'static str {
@@ -76,6 +96,22 @@ pub fn list_items(v: &[u8]) -> impl Iterator<Item = &[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ports_are_stripped() {
+        for (s, want) in [
+            ("a.example:8080", "a.example"),
+            ("a.example", "a.example"),
+            ("[::1]:80", "[::1]"),
+            ("[::1]", "[::1]"),
+            ("[::1", "[::1"),
+            ("", ""),
+            (":80", ""),
+        ] {
+            assert_eq!(strip_port_str(s), want, "{s:?}");
+            assert_eq!(strip_port(s.as_bytes()), want.as_bytes(), "{s:?}");
+        }
+    }
 
     #[test]
     fn field_values() {

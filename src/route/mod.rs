@@ -1,6 +1,6 @@
 //! Site routing: what a request path maps to, decided once, before the file cache.
 //!
-//! `conn::serve` asks [`Routes::route`] about every GET/HEAD of a site that has routing
+//! `serve::routing` asks [`Routes::route`] about every GET/HEAD of a site that has routing
 //! configured; a configuration without any (`Routes::active` false) never calls it, so such
 //! a site takes exactly the path it took before routing existed: no allocation, no lookup.
 //! Routing sits above the protocol: it sees a normalized path, a query, and an `Accept`
@@ -30,7 +30,7 @@ use std::io::Read as _;
 
 use pattern::{Captures, Pattern, Template};
 
-use crate::fs::resolve::{self, DocRoot, ResolveOptions, Resolved};
+use crate::fs::resolve::{self, DocRoot, DotfilePolicy, ResolveOptions, Resolved, SymlinkPolicy};
 
 /// What a rule does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +62,20 @@ pub struct Rule {
     pub query: QueryMode,
     /// Where it was written (`"[[redirect]] line 12"`, `"_redirects line 3"`), for messages.
     pub origin: String,
+}
+
+/// A header rule (`[[headers]]`, or a block of a site's `_headers` file): extra response
+/// headers for paths matching a pattern and/or files of a MIME type.
+#[derive(Clone, Debug)]
+pub struct HeaderRule {
+    /// thttpd-style URL pattern (`/assets/**`, `**.css`); None matches every path.
+    pub pattern: Option<crate::glob::Pattern>,
+    /// Content-Type prefix ("image/", "text/html"); None matches every type.
+    pub mime: Option<String>,
+    /// Replaces the `max_age`-derived Cache-Control (and drops Expires) when set.
+    pub cache_control: Option<String>,
+    /// Additional fields, in order.
+    pub headers: Vec<(String, String)>,
 }
 
 /// A TOML rule and the virtual host it is limited to (None: every site).
@@ -232,7 +246,7 @@ pub enum Action {
 struct SiteRoutes {
     rules: RuleSet,
     /// From the site's headers file, applied after `[[headers]]`.
-    headers: Vec<crate::config::HeaderRule>,
+    headers: Vec<HeaderRule>,
 }
 
 /// The routing of every site: index 0 is the main root, `i + 1` the `[[vhost]]` number `i`.
@@ -294,19 +308,22 @@ impl Routes {
         Ok((Routes { sites, settings: settings.clone(), active: true }, warnings))
     }
 
-    /// [`Routes::build`] for a configuration and its opened roots.
-    pub fn for_config(
-        cfg: &crate::config::Config,
+    /// [`Routes::build`] for the opened roots: the main root, then the virtual hosts' (as
+    /// in `Config::vhosts`); `symlinks` and `dotfiles` are the server's policies.
+    pub fn for_roots(
+        settings: &Settings,
+        symlinks: SymlinkPolicy,
+        dotfiles: DotfilePolicy,
         root: &DocRoot,
         vroots: &[(String, DocRoot)],
     ) -> Result<(Routes, Vec<String>), String> {
-        if !cfg.routing.active() {
+        if !settings.active() {
             return Ok((Routes::default(), Vec::new()));
         }
-        let opts = ResolveOptions { symlinks: cfg.symlinks, dotfiles: cfg.dotfiles, index: &[], site_depth: 0 };
+        let opts = ResolveOptions { symlinks, dotfiles, index: &[], site_depth: 0 };
         let mut roots: Vec<(&str, &DocRoot)> = vec![("", root)];
         roots.extend(vroots.iter().map(|(h, r)| (h.as_str(), r)));
-        Routes::build(&cfg.routing, &roots, &opts)
+        Routes::build(settings, &roots, &opts)
     }
 
     /// Number of rules for a site (for tests and messages).
@@ -315,7 +332,7 @@ impl Routes {
     }
 
     /// The header rules of a site's headers file (empty without one).
-    pub fn header_rules(&self, site: usize) -> &[crate::config::HeaderRule] {
+    pub fn header_rules(&self, site: usize) -> &[HeaderRule] {
         self.sites.get(site).map_or(&[], |s| s.headers.as_slice())
     }
 

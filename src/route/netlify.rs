@@ -37,8 +37,8 @@
 //! value, a `?` or `|` in a path) refuses the file with its line.
 
 use super::pattern::{Pattern, Template};
+use super::HeaderRule;
 use super::{Kind, QueryMode, Rule};
-use crate::config::HeaderRule;
 
 /// Parses a `_redirects` file. `name` is used in messages. Returns the rules and the
 /// warnings for skipped lines, or the error for the first malformed line.

@@ -24,9 +24,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use super::exchange::{Body, Exchange, Part};
 use super::routing::Routed;
-use super::ALLOW;
+use super::{ALLOW, PAUSED};
 use crate::access::auth::{self, AuthResult};
 use crate::access::throttle::RateLimiter;
+use crate::ctx::Ctx;
 use crate::fs::cache::{self, DirEntry, FileEntry, Lookup};
 use crate::fs::listing;
 use crate::fs::resolve::{self, DotfilePolicy, RealPath, ResolveError};
@@ -37,7 +38,7 @@ use crate::http::mime::Negotiation;
 use crate::http::range::{self, ByteRange, Multipart, RangeSpec};
 use crate::http::request::{Method, Request};
 use crate::http::response::{error_body, Head};
-use crate::server::Ctx;
+use crate::http::strip_port_str;
 use crate::status;
 
 /// Which document root and cache key space a request uses.
@@ -83,12 +84,9 @@ enum Vary {
     Accept,
 }
 
-/// What the serving functions return instead of a status when the request is paused.
-pub(super) const PAUSED: u16 = 0;
-
 impl Exchange {
     /// Serves GET/HEAD; returns the status queued.
-    pub(super) fn serve_file(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+    pub(crate) fn serve_file(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
         if req.path == "*" {
             return self.error_response(cx, 400, req, None);
         }
@@ -107,7 +105,7 @@ impl Exchange {
             Err(status) => return self.error_response(cx, status, req, None),
         };
         if let Some(policy) = &cx.referer {
-            let host = req.host.and_then(|h| std::str::from_utf8(h).ok()).map(strip_port);
+            let host = req.host.and_then(|h| std::str::from_utf8(h).ok()).map(strip_port_str);
             if !policy.allowed(path, req.referer, host) {
                 return self.error_response(cx, 403, req, Some(&site));
             }
@@ -220,7 +218,7 @@ impl Exchange {
             return Ok(Site { root: None, prefix: String::new() });
         }
         let host = req.host.filter(|h| !h.is_empty()).map(|h| String::from_utf8_lossy(h).to_ascii_lowercase());
-        let name = host.as_deref().map(strip_port);
+        let name = host.as_deref().map(strip_port_str);
         if cx.cfg.thttpd.enabled && name.is_some_and(|n| n.starts_with('.') || n.contains('/')) {
             return Err(400);
         }
@@ -678,7 +676,7 @@ impl Exchange {
 
     /// Moves the next multipart part (its framing as the "head", its range as the body)
     /// into the output queue. False when none is left.
-    pub(super) fn next_part(&mut self, cx: &mut Ctx) -> bool {
+    pub(crate) fn next_part(&mut self, cx: &mut Ctx) -> bool {
         let (Some(part), Some(rep)) = (self.parts.pop(), self.rep.clone()) else { return false };
         let old = std::mem::replace(&mut self.head, part.framing);
         cx.put_body(old);
@@ -743,7 +741,7 @@ impl Exchange {
     }
 
     /// The status endpoint, for allowed client addresses only.
-    pub(super) fn status_page(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+    pub(crate) fn status_page(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
         if !cx.cfg.status_allow.iter().any(|n| n.contains(self.client)) {
             return self.error_response(cx, 403, req, None);
         }
@@ -813,7 +811,7 @@ impl Exchange {
     }
 
     /// A response with the small built-in HTML body (errors, redirects).
-    pub(super) fn simple_response(
+    pub(crate) fn simple_response(
         &mut self,
         cx: &mut Ctx,
         status: u16,
@@ -823,7 +821,7 @@ impl Exchange {
         self.simple_response_raw(cx, status, req.minor, req.method == Method::Head, extra)
     }
 
-    pub(super) fn simple_response_raw(
+    pub(crate) fn simple_response_raw(
         &mut self,
         cx: &mut Ctx,
         status: u16,
@@ -889,7 +887,7 @@ fn on_demand_variant(cx: &mut Ctx, req: &Request<'_>, entry: &Rc<FileEntry>, sit
 }
 
 /// The body source for an inclusive byte range of a cached file.
-pub(super) fn body_for(rep: Rc<FileEntry>, r: ByteRange) -> Body {
+pub(crate) fn body_for(rep: Rc<FileEntry>, r: ByteRange) -> Body {
     match &rep.body {
         cache::Body::Empty => Body::None,
         cache::Body::Mapped(_) | cache::Body::Memory(_) => {
@@ -953,32 +951,5 @@ fn representation_headers(
             h.field("Expires", httpdate::fmt_http_date(expires).as_bytes());
         }
         (None, None) => {}
-    }
-}
-
-/// "example.com:8080" -> "example.com"; "[::1]:80" -> "[::1]".
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return match host.find(']') {
-            Some(i) => &host[..=i],
-            None => host,
-        };
-    }
-    match host.rfind(':') {
-        Some(i) => &host[..i],
-        None => host,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ports_are_stripped() {
-        assert_eq!(strip_port("a.example:8080"), "a.example");
-        assert_eq!(strip_port("a.example"), "a.example");
-        assert_eq!(strip_port("[::1]:80"), "[::1]");
-        assert_eq!(strip_port("[::1]"), "[::1]");
     }
 }

@@ -1,6 +1,6 @@
 //! One request's answer: the contract between the request pipeline and the protocols.
 //!
-//! The pipeline (`serve.rs`, `routing.rs`: target → site → policy → cache → representation →
+//! The pipeline (`pipeline.rs`, `routing.rs`: target → site → policy → cache → representation →
 //! preconditions/ranges → headers) answers into an [`Exchange`]: a response head rendered in
 //! HTTP/1.1 form, a body *source* (nothing, bytes in memory, a range of a cached mapping, a
 //! range of a cached file's descriptor, or the parts of a multipart body), and what the
@@ -18,21 +18,21 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::access::throttle::{Admission, RateLimiter};
+use crate::ctx::Ctx;
 use crate::fs::cache::FileEntry;
 use crate::http::range::ByteRange;
 use crate::http::request::{Method, Request};
 use crate::log::{Pending, Record, RequestLine, TlsInfo};
-use crate::server::Ctx;
 
 /// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
 /// of the representation (none for the closing delimiter).
-pub(super) struct Part {
-    pub(super) framing: Vec<u8>,
-    pub(super) range: Option<ByteRange>,
+pub(crate) struct Part {
+    pub(crate) framing: Vec<u8>,
+    pub(crate) range: Option<ByteRange>,
 }
 
 /// Where the body bytes of a response come from.
-pub(super) enum Body {
+pub(crate) enum Body {
     None,
     /// Bytes in memory (error pages), sent with the head in one `sendmsg`.
     Mem {
@@ -57,53 +57,53 @@ pub(super) enum Body {
 }
 
 /// File bytes read into memory when sendfile is off.
-pub(super) struct Staged {
-    pub(super) buf: Vec<u8>,
-    pub(super) pos: usize,
+pub(crate) struct Staged {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) pos: usize,
 }
 
 /// A request's response and its transfer state. See the module docs.
-pub(super) struct Exchange {
+pub(crate) struct Exchange {
     /// The connection's socket, for its local address (thttpd's `-v` without a Host). Valid
     /// for the life of the connection that owns this exchange.
     fd: RawFd,
     /// The connection's peer, and the client of the current request: `peer`, or the
     /// address a trusted proxy gave.
-    pub(super) peer: IpAddr,
-    pub(super) client: IpAddr,
+    pub(crate) peer: IpAddr,
+    pub(crate) client: IpAddr,
     /// The response head keeps the connection open (HTTP/1.1's `Connection` field).
-    pub(super) keep: bool,
+    pub(crate) keep: bool,
     /// Response head, `head[head_pos..]` unsent. While a multipart body is sent, the
     /// framing of the current part. Taken from the buffer pool for each response
     /// ([`Exchange::take_head`]) and given back when the transfer ends, so an idle connection
     /// holds none, and with many connections busy the head is rendered into the one buffer
     /// the last response used, still in the CPU's cache, instead of one per connection.
-    pub(super) head: Vec<u8>,
-    pub(super) head_pos: usize,
-    pub(super) body: Body,
+    pub(crate) head: Vec<u8>,
+    pub(crate) head_pos: usize,
+    pub(crate) body: Body,
     /// Remaining parts of a multipart response (last part first) and their representation.
-    pub(super) parts: Vec<Part>,
-    pub(super) rep: Option<Rc<FileEntry>>,
+    pub(crate) parts: Vec<Part>,
+    pub(crate) rep: Option<Rc<FileEntry>>,
     /// The verification job a paused request waits for.
-    pub(super) waiting: Option<u64>,
+    pub(crate) waiting: Option<u64>,
     /// Status of the response being sent, when sending started, and body bytes sent.
-    pub(super) status: u16,
-    pub(super) send_started: Instant,
-    pub(super) body_sent: u64,
-    pub(super) log: Pending,
+    pub(crate) status: u16,
+    pub(crate) send_started: Instant,
+    pub(crate) body_sent: u64,
+    pub(crate) log: Pending,
     /// The authenticated user and the virtual host of the current request, for the log.
-    pub(super) user: Option<String>,
-    pub(super) vhost: Option<String>,
+    pub(crate) user: Option<String>,
+    pub(crate) vhost: Option<String>,
     /// The connection's TLS protocol and cipher, for the log (None for plain HTTP).
-    pub(super) tls: Option<TlsInfo>,
+    pub(crate) tls: Option<TlsInfo>,
     /// The throttle rules this transfer counts against, with its share of their rate.
-    pub(super) throttle: Option<(Admission, RateLimiter)>,
+    pub(crate) throttle: Option<(Admission, RateLimiter)>,
     /// The per-connection rate limit (`limit_rate`).
-    pub(super) limit: Option<RateLimiter>,
+    pub(crate) limit: Option<RateLimiter>,
 }
 
 impl Exchange {
-    pub(super) fn new(fd: RawFd, peer: IpAddr, now: Instant) -> Exchange {
+    pub(crate) fn new(fd: RawFd, peer: IpAddr, now: Instant) -> Exchange {
         Exchange {
             fd,
             peer,
@@ -128,7 +128,7 @@ impl Exchange {
     }
 
     /// The address the connection was accepted on.
-    pub(super) fn local_ip(&self) -> Option<IpAddr> {
+    pub(crate) fn local_ip(&self) -> Option<IpAddr> {
         // SAFETY: `fd` is the socket of the connection that owns this exchange, open for as
         // long as the exchange exists; it is only borrowed for this call.
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
@@ -138,7 +138,7 @@ impl Exchange {
 
     /// Starts the access record of the response (completed with the bytes sent when the
     /// transfer ends).
-    pub(super) fn begin_log(
+    pub(crate) fn begin_log(
         &mut self,
         cx: &Ctx,
         status: u16,
@@ -164,7 +164,7 @@ impl Exchange {
 
     /// Starts the access record of an answered request, logged with `minor` (HTTP/1.x's,
     /// or `log::HTTP2`); health checks only with `[health] log`.
-    pub(super) fn log_request(&mut self, cx: &Ctx, req: &Request<'_>, status: u16, minor: u8) {
+    pub(crate) fn log_request(&mut self, cx: &Ctx, req: &Request<'_>, status: u16, minor: u8) {
         let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
         if is_health && !cx.cfg.health_log && matches!(req.method, Method::Get | Method::Head) {
             // An empty pending line is never written.
@@ -177,7 +177,7 @@ impl Exchange {
 
     /// Takes a head buffer from the pool (one that served a response before: rendering into
     /// it allocates nothing), unless the exchange holds one.
-    pub(super) fn take_head(&mut self, cx: &mut Ctx) {
+    pub(crate) fn take_head(&mut self, cx: &mut Ctx) {
         if self.head.capacity() == 0 {
             self.head = cx.take_body();
         }
@@ -185,7 +185,7 @@ impl Exchange {
 
     /// Releases everything that belongs to the response just sent (or abandoned), the head
     /// buffer included.
-    pub(super) fn end_transfer(&mut self, cx: &mut Ctx) {
+    pub(crate) fn end_transfer(&mut self, cx: &mut Ctx) {
         self.release_body(cx);
         cx.put_body(std::mem::take(&mut self.head));
         self.head_pos = 0;
@@ -201,7 +201,7 @@ impl Exchange {
         self.vhost = None;
     }
 
-    pub(super) fn release_body(&mut self, cx: &mut Ctx) {
+    pub(crate) fn release_body(&mut self, cx: &mut Ctx) {
         match std::mem::replace(&mut self.body, Body::None) {
             Body::Mem { buf, .. } | Body::File { stage: Some(Staged { buf, .. }), .. } => cx.put_body(buf),
             _ => {}
@@ -210,7 +210,7 @@ impl Exchange {
 
     /// Bytes the rate limits (throttle share, `limit_rate`) allow now, `usize::MAX` without
     /// limits; when nothing is allowed, also when to try again.
-    pub(super) fn rate_cap(&mut self, cx: &mut Ctx) -> (usize, Option<Instant>) {
+    pub(crate) fn rate_cap(&mut self, cx: &mut Ctx) -> (usize, Option<Instant>) {
         if self.throttle.is_none() && self.limit.is_none() {
             return (usize::MAX, None);
         }
@@ -240,7 +240,7 @@ impl Exchange {
     }
 
     /// Counts body bytes sent against the rate limits.
-    pub(super) fn charge(&mut self, cx: &mut Ctx, body: u64) {
+    pub(crate) fn charge(&mut self, cx: &mut Ctx, body: u64) {
         if body == 0 {
             return;
         }
@@ -254,7 +254,7 @@ impl Exchange {
     }
 
     /// Moves the cursors past `n` sent bytes: head first, then body. Returns the body bytes.
-    pub(super) fn advance(&mut self, n: usize, body_part: bool) -> u64 {
+    pub(crate) fn advance(&mut self, n: usize, body_part: bool) -> u64 {
         let from_head = n.min(self.head.len() - self.head_pos);
         self.head_pos += from_head;
         if !body_part {
@@ -275,7 +275,7 @@ impl Exchange {
     /// The file shrank while being sent (sendfile hit its end early, or the kernel faulted
     /// on a mapped page past the new end): the promised length can't be delivered, so the
     /// stale entry leaves the cache and the caller closes the connection (or the stream).
-    pub(super) fn truncated(&mut self, cx: &mut Ctx) {
+    pub(crate) fn truncated(&mut self, cx: &mut Ctx) {
         if let Body::Mapped { entry, .. } | Body::File { entry, .. } = &self.body {
             cx.cache.invalidate(entry);
             cx.errors.log(

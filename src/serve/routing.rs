@@ -7,16 +7,16 @@
 use std::rc::Rc;
 
 use super::exchange::{Body, Exchange};
+use crate::ctx::Ctx;
 use crate::fs::cache::{FileEntry, Lookup};
 use crate::fs::resolve::{ResolveError, ResolveOptions};
 use crate::http::range::ByteRange;
 use crate::http::request::{Method, Request};
 use crate::http::response::Head;
 use crate::route::{Action, Probe};
-use crate::server::Ctx;
 
 /// What `serve_path` does after routing.
-pub(super) enum Routed {
+pub(crate) enum Routed {
     /// Serve `path` (maybe changed); a status other than 200 sends the file found as the
     /// body of that status.
     Serve(u16),
@@ -28,7 +28,7 @@ pub(super) enum Routed {
 
 impl Exchange {
     /// Routes `path` of the site whose root is `root` (None: the main root).
-    pub(super) fn route(&mut self, cx: &mut Ctx, req: &Request<'_>, root: Option<usize>, path: &mut String) -> Routed {
+    pub(crate) fn route(&mut self, cx: &mut Ctx, req: &Request<'_>, root: Option<usize>, path: &mut String) -> Routed {
         let (dir, space) = match root {
             Some(i) => (&cx.vroots[i].1, i + 1),
             None => (&cx.root, 0),
@@ -59,7 +59,7 @@ impl Exchange {
 
     /// The health endpoint (`[health] path`): `200 OK` from memory, for any client, with
     /// no filesystem access, so a load balancer sees the process answering.
-    pub(super) fn health(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
+    pub(crate) fn health(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
         let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.fixed_fields);
         h.field("Content-Type", b"text/plain; charset=utf-8");
         h.number("Content-Length", 3);
@@ -76,7 +76,7 @@ impl Exchange {
     /// A file sent as the body of an error status (the fallback's 404, a `_redirects` 404
     /// rewrite), as error pages are: no ranges, no validators, preconditions ignored (RFC
     /// 9110 §13.2.1), `Cache-Control: no-store`.
-    pub(super) fn routed_page(&mut self, cx: &mut Ctx, req: &Request<'_>, page: Rc<FileEntry>, status: u16) -> u16 {
+    pub(crate) fn routed_page(&mut self, cx: &mut Ctx, req: &Request<'_>, page: Rc<FileEntry>, status: u16) -> u16 {
         let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
         h.field("Content-Type", page.content_type.as_bytes());
         h.number("Content-Length", page.size);
@@ -84,7 +84,7 @@ impl Exchange {
         h.finish(self.keep, req.minor);
         if req.method != Method::Head && page.size > 0 {
             let end = page.size - 1;
-            self.body = super::serve::body_for(page, ByteRange { start: 0, end });
+            self.body = super::pipeline::body_for(page, ByteRange { start: 0, end });
         }
         status
     }
