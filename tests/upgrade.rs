@@ -223,12 +223,37 @@ fn get(addr: SocketAddr, conn: &mut Option<TcpStream>, i: usize, keep: bool) -> 
 struct Counts {
     requests: AtomicU64,
     retries: AtomicU64,
+    /// HTTP/2 requests sent past a GOAWAY's last stream (or refused), sent again.
+    h2_retries: AtomicU64,
+    /// HTTP/2 requests answered, and GOAWAY frames seen.
+    h2_requests: AtomicU64,
+    h2_goaways: AtomicU64,
     failures: Mutex<Vec<String>>,
 }
 
-/// Load clients until `stop`: `keepalive` clients reusing their connection, `fresh` ones
-/// opening one per request.
+/// Load clients until `stop`: `keepalive` HTTP/1.1 clients reusing their connection,
+/// `fresh` ones opening one per request, and (with HTTP/2) 4 h2c clients.
 fn load(
+    addr: SocketAddr,
+    keepalive: usize,
+    fresh: usize,
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+) -> Vec<thread::JoinHandle<()>> {
+    let h1 = load_h1(addr, keepalive, fresh, stop.clone(), counts.clone());
+    #[cfg(feature = "http2")]
+    let h1 = h1
+        .into_iter()
+        .chain((0..4).map(|c| {
+            let (stop, counts) = (stop.clone(), counts.clone());
+            thread::spawn(move || h2_client(addr, c, &stop, &counts))
+        }))
+        .collect();
+    h1
+}
+
+/// The HTTP/1.1 clients of [`load`].
+fn load_h1(
     addr: SocketAddr,
     keepalive: usize,
     fresh: usize,
@@ -351,11 +376,14 @@ fn upgrade_under_load(extra: &str) {
     let total = counts.requests.load(Ordering::Relaxed);
     let failures = counts.failures.lock().unwrap().clone();
     eprintln!(
-        "upgrade under load ({extra:?}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries; large download {} bytes in {took:?}",
+        "upgrade under load ({extra:?}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries, HTTP/2: {} requests, {} GOAWAY frames, {} streams past a GOAWAY sent again; large download {} bytes in {took:?}",
         before,
         total - at_exit,
         failures.len(),
         counts.retries.load(Ordering::Relaxed),
+        counts.h2_requests.load(Ordering::Relaxed),
+        counts.h2_goaways.load(Ordering::Relaxed),
+        counts.h2_retries.load(Ordering::Relaxed),
         got.len()
     );
     assert!(failures.is_empty(), "{} failed requests: {:?}", failures.len(), &failures[..failures.len().min(10)]);
@@ -363,6 +391,11 @@ fn upgrade_under_load(extra: &str) {
     // request in flight: no client had to retry.
     assert_eq!(counts.retries.load(Ordering::Relaxed), 0, "requests raced the close of an idle connection");
     assert!(before > 50 && total - at_exit > 50, "too little load: {before} before, {} after", total - at_exit);
+    #[cfg(feature = "http2")]
+    assert!(
+        counts.h2_requests.load(Ordering::Relaxed) > 50 && counts.h2_goaways.load(Ordering::Relaxed) >= 4,
+        "the HTTP/2 clients ran and each saw the old process's GOAWAY"
+    );
     // The download, served by the old process to its end, byte for byte.
     let p = got.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
     assert!(got.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&got[..p]));
@@ -619,4 +652,114 @@ fn issue39_the_new_process_tells_systemd_its_pid() {
     let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
     assert_eq!(msg, format!("MAINPID={new}\n"));
     assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some());
+}
+
+/// An HTTP/2 frame read whole: type, flags, stream, payload.
+#[cfg(feature = "http2")]
+fn h2_frame(s: &mut TcpStream) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head)?;
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload)?;
+    Ok((head[3], head[4], id, payload))
+}
+
+/// An h2c connection: preface, SETTINGS (a 16 MiB stream window) and the connection window
+/// opened as far.
+#[cfg(feature = "http2")]
+fn h2_open(addr: SocketAddr) -> Result<TcpStream, String> {
+    use common::h2::{frame, PREFACE};
+    let mut s = connect(addr)?;
+    s.set_nodelay(true).map_err(|e| format!("nodelay: {e}"))?;
+    let mut hello = PREFACE.to_vec();
+    hello.extend(frame(4, 0, 0, &[0, 4, 1, 0, 0, 0]));
+    hello.extend(frame(8, 0, 0, &(16u32 << 20).to_be_bytes()));
+    s.write_all(&hello).map_err(|e| format!("h2 preface: {e}"))?;
+    Ok(s)
+}
+
+/// One HTTP/2 client: GETs one at a time on its connection. GOAWAY is followed: a stream it
+/// covers completes, one past it is sent again on a new connection (RFC 9113 §6.8), and the
+/// connection is replaced once it closes.
+#[cfg(feature = "http2")]
+fn h2_client(addr: SocketAddr, c: usize, stop: &AtomicBool, counts: &Counts) {
+    use common::h2::{frame, get_block};
+    type H2Conn = (TcpStream, ferrohttpd::h2::hpack::Decoder, u32, bool);
+    let mut conn: Option<H2Conn> = None;
+    let mut n = c;
+    let fail = |e: String| counts.failures.lock().unwrap().push(format!("h2: {e}"));
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let i = n % FILES;
+        if conn.as_ref().is_none_or(|c| c.3) {
+            conn = match h2_open(addr) {
+                Ok(s) => Some((s, ferrohttpd::h2::hpack::Decoder::new(4096), 1, false)),
+                Err(e) => {
+                    fail(e);
+                    continue;
+                }
+            };
+        }
+        let Some((s, dec, next_id, going_away)) = conn.as_mut() else { continue };
+        let id = *next_id;
+        *next_id += 2;
+        if let Err(e) = s.write_all(&frame(1, 0x5, id, &get_block(&format!("/u{i}.bin"), &[]))) {
+            fail(format!("write: {e}"));
+            conn = None;
+            continue;
+        }
+        let (mut status, mut got, mut done, mut again) = (0u16, Vec::new(), false, false);
+        while !done {
+            match h2_frame(s) {
+                Ok((7, _, 0, p)) if p.len() >= 8 => {
+                    *going_away = true;
+                    counts.h2_goaways.fetch_add(1, Ordering::Relaxed);
+                    if u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff < id {
+                        again = true;
+                        break;
+                    }
+                }
+                Ok((1, flags, sid, p)) if sid == id => {
+                    let _ = dec.decode(&p, 1 << 20, |k, v, _| {
+                        if k == b":status" {
+                            status = std::str::from_utf8(v).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                        }
+                        Ok::<(), ()>(())
+                    });
+                    done = flags & 1 != 0;
+                }
+                Ok((0, flags, sid, p)) if sid == id => {
+                    if !p.is_empty() {
+                        let _ = s.write_all(&frame(8, 0, 0, &(p.len() as u32).to_be_bytes()));
+                    }
+                    got.extend_from_slice(&p);
+                    done = flags & 1 != 0;
+                }
+                Ok((3, _, sid, _)) if sid == id => {
+                    again = true;
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    fail(format!("stream {id}: {e} after {} bytes (GOAWAY seen: {going_away})", got.len()));
+                    break;
+                }
+            }
+        }
+        if again {
+            counts.h2_retries.fetch_add(1, Ordering::Relaxed);
+            conn = None;
+            continue;
+        }
+        if done && (status != 200 || got != body(i)) {
+            fail(format!("stream {id}: status {status}, {} bytes", got.len()));
+        }
+        counts.h2_requests.fetch_add(u64::from(done), Ordering::Relaxed);
+        if !done {
+            conn = None;
+        }
+        counts.requests.fetch_add(1, Ordering::Relaxed);
+    }
 }
