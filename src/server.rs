@@ -880,7 +880,10 @@ impl Server {
                 libc::SIGUSR2 => self.upgrade_binary(),
                 // From the parent of workers whose new binary serves (`workers`): end as
                 // after an upgrade.
-                libc::SIGWINCH if self.shutdown_deadline.is_none() => self.wind_down(Some(crate::upgrade::IDLE_GRACE)),
+                libc::SIGWINCH if self.shutdown_deadline.is_none() => {
+                    self.log_stats();
+                    self.wind_down(Some(crate::upgrade::IDLE_GRACE));
+                }
                 _ => {}
             }
         }
