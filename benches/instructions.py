@@ -9,12 +9,15 @@ difference divided by N - 1 is the cost of one more request, start-up excluded.
 
     benches/instructions.py [--requests 2000] [--file 4k.bin] [--accept-encoding AE] BINARY [BINARY ...]
     benches/instructions.py --h2c [--requests 20000] [--clients 10] [--streams 10] BINARY [BINARY ...]
+    benches/instructions.py --tls [--requests 2000] BINARY [BINARY ...]
 
 `--file` names the 4 KiB file served (its extension gives its type: `4k.html` is text, which
 on-demand compression applies to); `--accept-encoding` adds that request field.
 
 Kinds: `keep-alive` (N GETs on one connection, `keepalive_requests` raised to allow them)
-and `close` (N connections, one GET with `Connection: close` each). With `--h2c` the client
+and `close` (N connections, one GET with `Connection: close` each). With `--tls`, HTTPS
+keep-alive: N GETs on one TLS 1.3 connection (Python's `ssl`, a self-signed ECDSA P-256
+certificate made with `openssl`), so the handshake cancels out as start-up does. With `--h2c` the client
 is `h2load` (Debian `nghttp2-client`) over HTTP/2 in clear text with prior knowledge:
 `-n N -c C -m M` (C connections, M streams in flight on each), less a run of one request per
 connection (`-n C -c C`), divided by N - C: the cost of one more request when many share
@@ -24,6 +27,7 @@ system calls per request with `strace -c` separately. Needs `valgrind`.
 
 import argparse
 import os
+import ssl
 import re
 import signal
 import socket
@@ -73,7 +77,17 @@ REQ_NOW = REQ
 
 
 def load(port, kind, n):
-    if kind == "keep-alive":
+    if kind == "tls":
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                buf = b""
+                for _ in range(n):
+                    s.sendall(REQ_NOW + b"\r\n")
+                    buf = read_response(s, buf)
+    elif kind == "keep-alive":
         with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
             buf = b""
             for _ in range(n):
@@ -121,13 +135,22 @@ def under_callgrind(binary, config, work, drive):
 
 
 def count(binary, root, kind, n, work):
+    def config(port):
+        if kind != "tls":
+            listen = f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
+            tls = ""
+        else:
+            # The probed and driven port is the TLS one; the plain listener is spare.
+            listen = f'[server]\nlisten = ["127.0.0.1:{free_port()}"]\nroot = "{root}"\n\n'
+            tls = f'[tls]\nlisten = ["127.0.0.1:{port}"]\ncert = "{work}/cert.pem"\nkey = "{work}/key.pem"\n\n'
+        return (
+            listen + f'[http]\nkeepalive_requests = {n + 1}\n\n' + tls
+            + f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
+        )
+
     return under_callgrind(
         binary,
-        lambda port: (
-            f'[server]\nlisten = ["127.0.0.1:{port}"]\nroot = "{root}"\n\n'
-            f'[http]\nkeepalive_requests = {n + 1}\n\n'
-            f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
-        ),
+        config,
         work,
         lambda port: load(port, kind, n),
     )
@@ -163,6 +186,7 @@ def main():
     ap.add_argument("--h2c", action="store_true", help="HTTP/2 in clear text, h2load as the client")
     ap.add_argument("--clients", type=int, default=10, help="--h2c: connections (h2load -c)")
     ap.add_argument("--streams", type=int, default=10, help="--h2c: streams in flight per connection (h2load -m)")
+    ap.add_argument("--tls", action="store_true", help="HTTPS keep-alive (TLS 1.3, Python's ssl as the client)")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
     if args.h2c and (args.clients < 1 or args.streams < 1 or args.requests <= args.clients):
@@ -186,6 +210,19 @@ def main():
                 many = count_h2c(b, root, args.file, args.requests, args.clients, args.streams, work)
                 few = count_h2c(b, root, args.file, args.clients, args.clients, 1, work)
                 print(f"{b:<50} {(many - few) / (args.requests - args.clients):>12,.0f}")
+            return
+        if args.tls:
+            subprocess.run(
+                ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", str(work / "key.pem"), "-out", str(work / "cert.pem"), "-days", "1",
+                 "-subj", "/CN=localhost"],
+                check=True, capture_output=True,
+            )
+            print(f"instructions per request (callgrind, HTTPS keep-alive, {args.requests} requests minus 1)")
+            for b in args.binaries:
+                many = count(b, root, "tls", args.requests, work)
+                one = count(b, root, "tls", 1, work)
+                print(f"{b:<50} {(many - one) / (args.requests - 1):>12,.0f}")
             return
         print(f"instructions per request (callgrind, {args.requests} requests minus 1)")
         print(f"{'binary':<50} {'keep-alive':>12} {'close':>12}")

@@ -60,11 +60,11 @@ use std::time::Instant;
 
 use super::{is_peer_gone, Conn, Drive, Phase, WriteResult, WRITE_BUDGET};
 use crate::ctx::Ctx;
-use crate::fs::cache::{self, FileEntry};
+use crate::fs::cache::FileEntry;
 use crate::h2::frame::{self, Code, PREFACE};
 use crate::h2::priority::Priority;
-use crate::h2::request::Fields;
 use crate::h2::session::{self, Event, Field, Session};
+use crate::http::fields::{connection_specific, Fields};
 use crate::http::request::Limits;
 use crate::log::{RequestLine, HTTP2};
 use crate::serve::{self, Body, Exchange};
@@ -292,13 +292,7 @@ impl Stream {
 impl Stream {
     /// Bytes of the current part left: framing, then body.
     fn left(&self) -> u64 {
-        let body = match &self.ex.body {
-            Body::None => 0,
-            Body::Mem { buf, pos } => (buf.len() - pos) as u64,
-            Body::Mapped { pos, end, .. } => (end - pos) as u64,
-            Body::File { pos, end, .. } => end - pos,
-        };
-        (self.ex.head.len() - self.ex.head_pos) as u64 + body
+        (self.ex.head.len() - self.ex.head_pos) as u64 + self.ex.body.remaining()
     }
 
     /// Nothing left to send, in this part or in another.
@@ -889,18 +883,6 @@ impl Conn {
 const PAIR: usize = 0;
 const ENCODED: usize = 1;
 
-/// The fields HTTP/2 forbids (RFC 9113 §8.2.2), by length first: most names are not one of
-/// these lengths.
-fn connection_specific(name: &[u8]) -> bool {
-    match name.len() {
-        7 => name.eq_ignore_ascii_case(b"upgrade"),
-        10 => name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive"),
-        16 => name.eq_ignore_ascii_case(b"proxy-connection"),
-        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
-        _ => false,
-    }
-}
-
 /// The queue position of the stream to cut the next frame from, by [`Stream::rank`], of those
 /// that can send now (a stream reset meanwhile first, to be dropped); `None` if none can.
 /// The earliest time a rate limit allows more goes into `wake`.
@@ -1017,69 +999,29 @@ fn emit(
     if b == 0 {
         return Ok(());
     }
-    let result = match &mut ex.body {
-        Body::None => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-        Body::Mem { buf, pos } => match buf.get(*pos..*pos + b) {
-            Some(src) => {
-                out.extend_from_slice(src);
-                *pos += b;
-                Ok(())
-            }
-            None => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-        },
-        Body::Mapped { entry, pos, end } => {
-            let src = entry.body.bytes().and_then(|bytes| bytes.get(*pos..*pos + b)).filter(|_| *pos + b <= *end);
-            let r = match (src, splices) {
-                (None, _) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-                (Some(_), Some((splices, spliced))) => {
-                    splices.push_back(Splice { at: out.len(), entry: entry.clone(), start: *pos as u64, len: b });
-                    *spliced += b;
-                    Ok(())
-                }
-                // A rendering (a cached listing) is ordinary memory.
-                (Some(src), None) if matches!(entry.body, cache::Body::Memory(_)) => {
-                    out.extend_from_slice(src);
-                    Ok(())
-                }
-                // A page gone with a truncation is EFAULT here, not SIGBUS.
-                (Some(src), None) => {
-                    let old = out.len();
-                    out.resize(old + b, 0);
-                    match sys::copy_mapped(src, &mut out[old..]) {
-                        Ok(k) if k == b => Ok(()),
-                        Ok(_) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-                        Err(e) => Err(e),
-                    }
-                }
-            };
-            if r.is_ok() {
-                *pos += b;
-            }
-            r
+    // A plain connection sends a mapping's bytes (a file's own, or one made for an fd-backed
+    // file: its size is the entry's, so the range is inside it) as a splice, not a copy.
+    let splice = match (&ex.body, splices) {
+        // (A range outside the mapping is copied instead, which finds it so: EFAULT.)
+        (Body::Mapped { entry, pos, end }, Some(sp))
+            if *pos + b <= *end && entry.body.bytes().is_some_and(|bytes| *pos + b <= bytes.len()) =>
+        {
+            Some((sp, entry, *pos as u64))
         }
-        Body::File { entry, pos, .. } => {
-            let cache::Body::Fd(file) = &entry.body else { return Err(()) };
-            // A plain connection sends from a mapping made for this (its size is the
-            // entry's, so the range is inside it); else, or without one, `pread`.
-            let read = match splices {
-                Some((splices, spliced)) if entry.spliceable().is_some() => {
-                    splices.push_back(Splice { at: out.len(), entry: entry.clone(), start: *pos, len: b });
-                    *spliced += b;
-                    Ok(())
-                }
-                _ => pread_exact_append(file, out, b, *pos),
-            };
-            match read {
-                Ok(()) => {
-                    *pos += b as u64;
-                    Ok(())
-                }
-                // The file ended before its cached size.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-                Err(e) => Err(e),
-            }
-        }
+        (Body::File { entry, pos, .. }, Some(sp)) if entry.spliceable().is_some() => Some((sp, entry, *pos)),
+        _ => None,
     };
+    let result = match splice {
+        Some(((splices, spliced), entry, start)) => {
+            splices.push_back(Splice { at: out.len(), entry: entry.clone(), start, len: b });
+            *spliced += b;
+            Ok(())
+        }
+        None => ex.body.append_to(out, b),
+    };
+    if result.is_ok() {
+        ex.body.consume(b);
+    }
     match result {
         Ok(()) => {
             ex.body_sent += b as u64;
@@ -1095,19 +1037,6 @@ fn emit(
             Err(())
         }
     }
-}
-
-/// Appends `n` bytes of `file` from `offset` to `out` ([`sys::pread_append`] until all are
-/// read). `UnexpectedEof`: the file ended first; `out` may then hold part of it.
-fn pread_exact_append(file: &std::fs::File, out: &mut Vec<u8>, n: usize, offset: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < n {
-        match sys::pread_append(file, out, n - done, offset + done as u64)? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            r => done += r,
-        }
-    }
-    Ok(())
 }
 
 /// A stream's response is done (`complete`) or abandoned: log it, count it, release what

@@ -26,14 +26,10 @@
 //!   resident.
 
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 
 use super::h1::Discard;
 use super::{is_peer_gone, Conn, Phase, Transport, WriteResult};
 use crate::ctx::Ctx;
-use crate::fs::cache;
-use crate::serve::Body;
-use crate::sys;
 use crate::tls::{TlsState, OUT_LIMIT};
 
 /// Plaintext handed to rustls at once: one full TLS record.
@@ -265,7 +261,7 @@ impl Conn {
             let Transport::Tls(t) = &mut self.transport else { return Err(WriteResult::Closed) };
             let head = &self.ex.head[self.ex.head_pos..];
             let head = &head[..head.len().min(CHUNK)];
-            let body = match next_body(&self.ex.body, (CHUNK - head.len()).min(cap), scratch) {
+            let body = match self.ex.body.peek((CHUNK - head.len()).min(cap), scratch) {
                 Ok(Some(b)) => b,
                 Ok(None) => return Err(self.truncated(cx)),
                 Err(e) => {
@@ -275,7 +271,7 @@ impl Conn {
             };
             let (h, n) = (head.len(), head.len() + body.len());
             if n == 0 {
-                if self.body_left() == 0 {
+                if self.ex.body.remaining() == 0 {
                     return Ok(handed > 0);
                 }
                 if handed > 0 {
@@ -301,11 +297,7 @@ impl Conn {
             let from_head = took.min(h);
             self.ex.head_pos += from_head;
             let from_body = took - from_head;
-            match &mut self.ex.body {
-                Body::Mem { pos, .. } | Body::Mapped { pos, .. } => *pos += from_body,
-                Body::File { pos, .. } => *pos += from_body as u64,
-                Body::None => {}
-            }
+            self.ex.body.consume(from_body);
             self.ex.body_sent += from_body as u64;
             self.ex.charge(cx, from_body as u64);
             cap = cap.saturating_sub(from_body);
@@ -317,16 +309,6 @@ impl Conn {
         }
         Ok(true)
     }
-
-    /// Body bytes not yet handed to rustls.
-    fn body_left(&self) -> u64 {
-        match &self.ex.body {
-            Body::None => 0,
-            Body::Mem { buf, pos } => (buf.len() - pos) as u64,
-            Body::Mapped { pos, end, .. } => (end - pos) as u64,
-            Body::File { pos, end, .. } => end - pos,
-        }
-    }
 }
 
 thread_local! {
@@ -334,44 +316,4 @@ thread_local! {
     /// once per process. (A stack array, zeroed for every batch, cost 32 KiB of memset per
     /// response and a 16 KiB stack frame; bytes in memory are handed over in place.)
     static SCRATCH: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
-}
-
-/// The next body bytes (at most `room`), without moving the cursor: in place for bytes in
-/// memory (an error page, a cached listing); copied into `scratch` for a mapping
-/// (`sys::copy_mapped`: a page gone with a truncation is `EFAULT` there, not SIGBUS), read
-/// with `pread` for a descriptor. `Ok(None)`: the file shrank under the server.
-fn next_body<'a>(body: &'a Body, room: usize, scratch: &'a mut [u8]) -> io::Result<Option<&'a [u8]>> {
-    let room = room.min(scratch.len());
-    let got = match body {
-        Body::None => return Ok(Some(&[])),
-        Body::Mem { buf, pos } => return Ok(Some(&buf[*pos..(*pos + room).min(buf.len())])),
-        Body::Mapped { entry, pos, end } => {
-            let n = (end - pos).min(room);
-            if n == 0 {
-                return Ok(Some(&[]));
-            }
-            match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
-                // A rendering (a cached listing) is ordinary memory.
-                (cache::Body::Memory(_), Some(src)) => return Ok(Some(src)),
-                (_, Some(src)) => sys::copy_mapped(src, &mut scratch[..n]),
-                // The range is inside the entry by construction; if it were not, the
-                // response cannot be completed: as for a truncation.
-                (_, None) => return Ok(None),
-            }
-        }
-        Body::File { entry, pos, end, .. } => {
-            let cache::Body::Fd(file) = &entry.body else { return Ok(None) };
-            let n = usize::try_from(end - pos).unwrap_or(usize::MAX).min(room);
-            if n == 0 {
-                return Ok(Some(&[]));
-            }
-            file.read_at(&mut scratch[..n], *pos)
-        }
-    };
-    match got {
-        Ok(0) => Ok(None),
-        Ok(n) => Ok(Some(&scratch[..n])),
-        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Ok(None),
-        Err(e) => Err(e),
-    }
 }

@@ -7,8 +7,9 @@
 //!   the response heads.
 //! * [`priority`]: RFC 9218's priority parameters, from the `priority` field and
 //!   PRIORITY_UPDATE frames.
-//! * [`request`]: a request's decoded fields, validated (§8.2, §8.3.1) and turned into the
-//!   same `http::request::Request` HTTP/1.1 produces.
+//! * A request's decoded fields are validated and turned into the same
+//!   `http::request::Request` HTTP/1.1 produces by `http::fields`, whose rules HTTP/3
+//!   shares.
 //! * [`session`]: the connection state machine, sans-IO: bytes in, requests and stream
 //!   events out, frames into a write buffer; streams, flow control, limits, defences.
 //!
@@ -18,5 +19,4 @@
 pub mod frame;
 pub mod hpack;
 pub mod priority;
-pub mod request;
 pub mod session;

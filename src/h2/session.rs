@@ -46,7 +46,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use super::frame::{self, Code, Error, Frame, Header, Setting, HEADER_LEN, PREFACE};
 use super::hpack;
 use super::priority::Priority;
-use super::request::Fields;
+use crate::http::fields::Fields;
 
 /// Limits a session enforces, from `[http2]`.
 #[derive(Clone, Copy, Debug)]

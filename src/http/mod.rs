@@ -1,13 +1,16 @@
-//! HTTP semantics and HTTP/1.1 syntax, protocol by protocol the same: request parsing and
-//! validation ([`request`], which HTTP/2's field lists also end in), response heads
-//! ([`response`]), preconditions ([`conditional`]), ranges ([`range`]), content negotiation
-//! ([`encoding`], [`media`], [`weighted`]), `Forwarded` ([`forwarded`]), the cached `Date`
-//! ([`date`]) and Content-Type lookup ([`mime`]). Pure functions on bytes: no socket, no
-//! file, no configuration.
+//! HTTP semantics and HTTP/1.1 syntax, the same for every protocol: request parsing and
+//! validation ([`request`]; a field list with pseudo-header fields, HTTP/2's and HTTP/3's,
+//! in `fields`), response heads ([`response`]), preconditions ([`conditional`]), ranges
+//! ([`range`]), content negotiation ([`encoding`], [`media`], [`weighted`]), `Forwarded`
+//! ([`forwarded`]) and address ranges ([`net`]), the cached `Date` ([`date`]) and
+//! Content-Type lookup ([`mime`]). Pure functions on bytes: no socket, no file, no
+//! configuration.
 
 pub mod conditional;
 pub mod date;
 pub mod encoding;
+#[cfg(feature = "http2")]
+pub mod fields;
 pub mod forwarded;
 pub mod media;
 pub mod mime;

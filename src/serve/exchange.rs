@@ -12,17 +12,25 @@
 //! per stream and turns the head block into its own framing. Nothing here knows about the
 //! transport.
 
+#[cfg(any(feature = "tls", feature = "http2"))]
+use std::io;
 use std::net::IpAddr;
 use std::os::fd::{BorrowedFd, RawFd};
+#[cfg(feature = "tls")]
+use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::access::throttle::{Admission, RateLimiter};
 use crate::ctx::Ctx;
+#[cfg(any(feature = "tls", feature = "http2"))]
+use crate::fs::cache;
 use crate::fs::cache::FileEntry;
 use crate::http::range::ByteRange;
 use crate::http::request::{Method, Request};
 use crate::log::{Pending, Record, RequestLine, TlsInfo};
+#[cfg(any(feature = "tls", feature = "http2"))]
+use crate::sys;
 
 /// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
 /// of the representation (none for the closing delimiter).
@@ -54,6 +62,119 @@ pub(crate) enum Body {
         end: u64,
         stage: Option<Staged>,
     },
+}
+
+/// How the protocols that copy body bytes into their own records or frames (TLS, HTTP/2;
+/// QUIC next) pull them: what is left, the next bytes, the cursor moved. HTTP/1.1 in clear
+/// hands the kernel pointers and descriptors instead (`conn::h1`).
+#[cfg(any(feature = "tls", feature = "http2"))]
+impl Body {
+    /// Body bytes not yet handed on (for a file being sent by `sendfile` or a staged copy,
+    /// not yet read from the file: HTTP/1.1 keeps its own cursors there).
+    pub(crate) fn remaining(&self) -> u64 {
+        match self {
+            Body::None => 0,
+            Body::Mem { buf, pos } => (buf.len() - pos) as u64,
+            Body::Mapped { pos, end, .. } => (end - pos) as u64,
+            Body::File { pos, end, .. } => end - pos,
+        }
+    }
+
+    /// Moves the cursor past `n` bytes handed on by [`Body::peek`] or [`Body::append_to`].
+    pub(crate) fn consume(&mut self, n: usize) {
+        match self {
+            Body::Mem { pos, .. } | Body::Mapped { pos, .. } => *pos += n,
+            Body::File { pos, .. } => *pos += n as u64,
+            Body::None => {}
+        }
+    }
+
+    /// The next body bytes (at most `room`), without moving the cursor, for a protocol that
+    /// must copy them (TLS, and any protocol that encrypts): in place for bytes in memory
+    /// (an error page, a cached listing); copied into `scratch` for a mapping
+    /// (`sys::copy_mapped`: a page gone with a truncation is `EFAULT` there, not SIGBUS),
+    /// read with `pread` for a descriptor. `Ok(None)`: the file shrank under the server.
+    #[cfg(feature = "tls")]
+    pub(crate) fn peek<'a>(&'a self, room: usize, scratch: &'a mut [u8]) -> io::Result<Option<&'a [u8]>> {
+        let room = room.min(scratch.len());
+        let got = match self {
+            Body::None => return Ok(Some(&[])),
+            Body::Mem { buf, pos } => return Ok(Some(&buf[*pos..(*pos + room).min(buf.len())])),
+            Body::Mapped { entry, pos, end } => {
+                let n = (end - pos).min(room);
+                if n == 0 {
+                    return Ok(Some(&[]));
+                }
+                match (&entry.body, entry.body.bytes().and_then(|b| b.get(*pos..*pos + n))) {
+                    // A rendering (a cached listing) is ordinary memory.
+                    (cache::Body::Memory(_), Some(src)) => return Ok(Some(src)),
+                    (_, Some(src)) => sys::copy_mapped(src, &mut scratch[..n]),
+                    // The range is inside the entry by construction; if it were not, the
+                    // response cannot be completed: as for a truncation.
+                    (_, None) => return Ok(None),
+                }
+            }
+            Body::File { entry, pos, end, .. } => {
+                let cache::Body::Fd(file) = &entry.body else { return Ok(None) };
+                let n = usize::try_from(end - pos).unwrap_or(usize::MAX).min(room);
+                if n == 0 {
+                    return Ok(Some(&[]));
+                }
+                file.read_at(&mut scratch[..n], *pos)
+            }
+        };
+        match got {
+            Ok(0) => Ok(None),
+            Ok(n) => Ok(Some(&scratch[..n])),
+            Err(e) if e.raw_os_error() == Some(libc::EFAULT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Appends the next `n` body bytes to `out` (at most [`Body::remaining`]), without
+    /// moving the cursor: the copy a framing protocol makes into its own output (HTTP/2's
+    /// DATA payloads over TLS), with the same truncation rules as [`Body::peek`]. `Err`
+    /// with `EFAULT`: the file shrank under the server; `out` may then hold part of it.
+    #[cfg(feature = "http2")]
+    pub(crate) fn append_to(&self, out: &mut Vec<u8>, n: usize) -> io::Result<()> {
+        let efault = || io::Error::from_raw_os_error(libc::EFAULT);
+        match self {
+            Body::None => Err(efault()),
+            Body::Mem { buf, pos } => {
+                out.extend_from_slice(buf.get(*pos..*pos + n).ok_or_else(efault)?);
+                Ok(())
+            }
+            Body::Mapped { entry, pos, end } => {
+                let src = entry.body.bytes().and_then(|bytes| bytes.get(*pos..*pos + n)).filter(|_| *pos + n <= *end);
+                let Some(src) = src else { return Err(efault()) };
+                if let cache::Body::Memory(_) = entry.body {
+                    // A rendering (a cached listing) is ordinary memory.
+                    out.extend_from_slice(src);
+                    return Ok(());
+                }
+                // A page gone with a truncation is EFAULT here, not SIGBUS.
+                let old = out.len();
+                out.resize(old + n, 0);
+                match sys::copy_mapped(src, &mut out[old..]) {
+                    Ok(k) if k == n => Ok(()),
+                    Ok(_) => Err(efault()),
+                    Err(e) => Err(e),
+                }
+            }
+            Body::File { entry, pos, .. } => {
+                let cache::Body::Fd(file) = &entry.body else { return Err(efault()) };
+                let mut done = 0;
+                while done < n {
+                    match sys::pread_append(file, out, n - done, *pos + done as u64)? {
+                        // The file ended before its cached size.
+                        0 => return Err(efault()),
+                        r => done += r,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// File bytes read into memory when sendfile is off.

@@ -9,6 +9,7 @@
 #[cfg(feature = "http2")]
 pub mod h2;
 pub mod json;
+pub mod proto;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -882,7 +883,7 @@ impl Response {
 /// Reads one response. The head is read byte by byte so that nothing after this response is
 /// consumed; the body is read according to `Content-Length` (nothing for HEAD, 1xx, 204, 304;
 /// chunked decoding if the server uses it; else up to EOF).
-pub fn try_read_response(s: &mut TcpStream, head_request: bool) -> io::Result<Response> {
+pub fn try_read_response<S: Read + ?Sized>(s: &mut S, head_request: bool) -> io::Result<Response> {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     loop {
@@ -959,7 +960,7 @@ fn invalid(msg: &str) -> io::Error {
 
 /// One byte of a blocking read, retried when a signal interrupts it (EINTR), as
 /// `read_exact` and `read_to_end` do.
-fn read_byte(s: &mut TcpStream, b: &mut [u8; 1]) -> io::Result<usize> {
+fn read_byte<S: Read + ?Sized>(s: &mut S, b: &mut [u8; 1]) -> io::Result<usize> {
     loop {
         match s.read(b) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -968,7 +969,7 @@ fn read_byte(s: &mut TcpStream, b: &mut [u8; 1]) -> io::Result<usize> {
     }
 }
 
-fn read_line(s: &mut TcpStream) -> io::Result<String> {
+fn read_line<S: Read + ?Sized>(s: &mut S) -> io::Result<String> {
     let mut line = Vec::new();
     let mut b = [0u8; 1];
     while !line.ends_with(b"\r\n") {
@@ -981,7 +982,7 @@ fn read_line(s: &mut TcpStream) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&line).into_owned())
 }
 
-fn read_chunked(s: &mut TcpStream) -> io::Result<Vec<u8>> {
+fn read_chunked<S: Read + ?Sized>(s: &mut S) -> io::Result<Vec<u8>> {
     let mut body = Vec::new();
     for _ in 0..100_000 {
         let line = read_line(s)?;

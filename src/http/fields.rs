@@ -1,13 +1,17 @@
-//! An HTTP/2 request's header fields, as HPACK decoded them, turned into the same
-//! [`Request`] the HTTP/1.1 parser produces, so that one pipeline serves both.
+//! A request as a list of decoded header fields with pseudo-header fields (`:method`,
+//! `:scheme`, `:authority`, `:path`), turned into the same [`Request`] the HTTP/1.1 parser
+//! produces, so that one pipeline serves every protocol. HTTP/2 (RFC 9113 §8.2, §8.3) and
+//! HTTP/3 (RFC 9114 §4.2, §4.3) state the same rules for such a list; only how the list
+//! arrives (HPACK, QPACK) and how a malformed one is refused (a stream error of the
+//! protocol's own) differ, and those stay with each protocol.
 //!
 //! Two steps, because they fail differently:
-//! * [`Fields::validate`] applies the rules of RFC 9113 §8.2 and §8.3.1 (lowercase names
-//!   without separators or controls, values without NUL/CR/LF or surrounding whitespace,
-//!   pseudo-header fields first, each known one at most once, `:method`, `:scheme` and
-//!   `:path` present (CONNECT: `:authority` only), no connection-specific field, `te` only
-//!   `trailers`, one valid `content-length`, `host` agreeing with `:authority`). A request
-//!   that breaks one is *malformed*: a stream error of type PROTOCOL_ERROR, no response.
+//! * [`Fields::validate`]: lowercase names without separators or controls, values without
+//!   NUL/CR/LF or surrounding whitespace, pseudo-header fields first, each known one at most
+//!   once, `:method`, `:scheme` and `:path` present (CONNECT: `:authority` only), no
+//!   connection-specific field ([`connection_specific`]), `te` only `trailers`, one valid
+//!   `content-length`, `host` agreeing with `:authority`. A request that breaks one is
+//!   *malformed*: the protocol resets the stream, no response.
 //! * [`Fields::request`] builds the [`Request`], borrowing from the fields, with the same
 //!   4xx decisions as HTTP/1.1 where they apply (an unknown method 501, a target too long
 //!   414, an invalid authority or target form 400, an unknown expectation 417). Those are
@@ -17,7 +21,20 @@
 //! single-value fields sent twice are ignored or emptied, the last `referer` and
 //! `user-agent` count.
 
-use crate::http::request::{join_line, parse_decimal, valid_host, Framing, Limits, Method, Reject, Request};
+use super::request::{join_line, parse_decimal, valid_host, Framing, Limits, Method, Reject, Request};
+
+/// The fields HTTP/2 and HTTP/3 forbid in both directions (RFC 9113 §8.2.2, RFC 9114
+/// §4.2), by length first: most names are not one of these lengths. A request holding one
+/// is malformed; a response head drops them.
+pub fn connection_specific(name: &[u8]) -> bool {
+    match name.len() {
+        7 => name.eq_ignore_ascii_case(b"upgrade"),
+        10 => name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive"),
+        16 => name.eq_ignore_ascii_case(b"proxy-connection"),
+        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
+        _ => false,
+    }
+}
 
 /// The decoded header fields of one request: names and values in one buffer, in order.
 #[derive(Debug, Default)]
