@@ -913,7 +913,10 @@ impl Server {
                 self.cx.error(format_args!(
                     "upgrade: process {pid} serves; this one stops accepting and exits once its responses are sent"
                 ));
-                self.wind_down(Some(crate::upgrade::IDLE_GRACE));
+                // Already ending (SIGTERM came meanwhile): keep that deadline.
+                if self.shutdown_deadline.is_none() {
+                    self.wind_down(Some(crate::upgrade::IDLE_GRACE));
+                }
             }
             crate::upgrade::Progress::Failed(why) => {
                 self.cx.error(format_args!("upgrade failed, still serving: {why}"))
