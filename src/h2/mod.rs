@@ -5,8 +5,8 @@
 //! * [`hpack`] is the header compression (RFC 7541): a decoder for the client's header
 //!   blocks with a bounded dynamic table and header-list-size accounting, and an encoder for
 //!   the response heads.
-//! * [`priority`]: RFC 9218's priority parameters, from the `priority` field and
-//!   PRIORITY_UPDATE frames.
+//! * RFC 9218's priority parameters, from the `priority` field and PRIORITY_UPDATE frames,
+//!   are parsed by `http::priority` (HTTP/3 carries the same).
 //! * A request's decoded fields are validated and turned into the same
 //!   `http::request::Request` HTTP/1.1 produces by `http::fields`, whose rules HTTP/3
 //!   shares.
@@ -18,5 +18,4 @@
 
 pub mod frame;
 pub mod hpack;
-pub mod priority;
 pub mod session;

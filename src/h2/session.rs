@@ -45,8 +45,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::frame::{self, Code, Error, Frame, Header, Setting, HEADER_LEN, PREFACE};
 use super::hpack;
-use super::priority::Priority;
 use crate::http::fields::Fields;
+use crate::http::priority::Priority;
 
 /// Limits a session enforces, from `[http2]`.
 #[derive(Clone, Copy, Debug)]

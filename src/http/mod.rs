@@ -2,9 +2,9 @@
 //! validation ([`request`]; a field list with pseudo-header fields, HTTP/2's and HTTP/3's,
 //! in `fields`), response heads ([`response`]), preconditions ([`conditional`]), ranges
 //! ([`range`]), content negotiation ([`encoding`], [`media`], [`weighted`]), `Forwarded`
-//! ([`forwarded`]) and address ranges ([`net`]), the cached `Date` ([`date`]) and
-//! Content-Type lookup ([`mime`]). Pure functions on bytes: no socket, no file, no
-//! configuration.
+//! ([`forwarded`]), address ranges ([`net`]), RFC 9218 priorities (`priority`), the cached
+//! `Date` ([`date`]) and Content-Type lookup ([`mime`]). Pure functions on bytes: no
+//! socket, no file, no configuration.
 
 pub mod conditional;
 pub mod date;
@@ -15,6 +15,8 @@ pub mod forwarded;
 pub mod media;
 pub mod mime;
 pub mod net;
+#[cfg(feature = "http2")]
+pub mod priority;
 pub mod range;
 pub mod request;
 pub mod response;

@@ -3,7 +3,9 @@
 //! and whether the response is useful in pieces (`i`, incremental, default false), as a
 //! Structured Fields dictionary (RFC 8941 §3.2).
 //!
-//! How the connection uses them (`conn/h2.rs`): among the streams that can send, the lowest
+//! Protocol-neutral: HTTP/2 and HTTP/3 carry the same field and the same parameters (only
+//! the PRIORITY_UPDATE frame's encoding differs, and stays with each protocol). How a
+//! connection uses them (`conn/h2.rs`): among the streams that can send, the lowest
 //! urgency goes first; within one urgency, non-incremental streams one at a time in stream
 //! order, then incremental ones taking turns. A stream that carried no signal is scheduled
 //! as urgency 3 *incremental*, taking turns with the others as before this scheme (the
