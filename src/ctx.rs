@@ -164,6 +164,10 @@ impl Ctx {
             version: env!("CARGO_PKG_VERSION"),
             pid: std::process::id(),
             uptime_secs: self.clock.now.saturating_duration_since(self.started).as_secs(),
+            started_unix: self
+                .clock
+                .unix_secs()
+                .saturating_sub(self.clock.now.saturating_duration_since(self.started).as_secs()),
             conns: self.conn_states,
             counters: &self.counters,
             cache_hits: self.cache.stats.hits,

@@ -47,4 +47,5 @@ pub mod sys;
 pub mod thttpd;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod upgrade;
 pub mod workers;

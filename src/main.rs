@@ -31,6 +31,7 @@ use ferrohttpd::log::LogTarget;
 use ferrohttpd::server::{self, Server};
 use ferrohttpd::thttpd::privs;
 use ferrohttpd::thttpd::syslog::{Severity, Syslog};
+use ferrohttpd::upgrade::{self, Inherited, Launcher, Upgrade};
 use ferrohttpd::workers;
 
 /// `main`'s frame stays under the event loop for the life of the process, so the work before
@@ -347,10 +348,22 @@ struct Serve {
     r: Reporter,
     announced: bool,
     reloader: Option<server::Reloader>,
+    /// SIGUSR2's upgrade (ferrohttpd mode), and what an upgrading parent handed over.
+    upgrade: Option<Upgrade>,
+    inherited: Option<Inherited>,
+    roles: Vec<upgrade::Role>,
 }
 
-/// What `run_workers` needs: the configuration, socket-activated listeners, the reloader.
-type Workers = (Config, Option<Vec<std::net::TcpListener>>, Option<server::Reloader>, Reporter);
+/// What `run_workers` needs: the configuration, socket-activated listeners, the reloader,
+/// the upgrade, what an upgrading parent handed over.
+struct Workers {
+    cfg: Config,
+    activated: Option<Vec<std::net::TcpListener>>,
+    reloader: Option<server::Reloader>,
+    r: Reporter,
+    upgrade: Option<Upgrade>,
+    inherited: Option<Inherited>,
+}
 
 /// What [`prepare`] leads to.
 enum Next {
@@ -366,17 +379,23 @@ enum Next {
 fn run(launch: Box<Launch>) -> ExitCode {
     match prepare(launch) {
         Next::Exit(code) => code,
-        Next::Workers(w) => {
-            let (cfg, activated, reloader, mut r) = *w;
-            run_workers(cfg, activated, reloader, &mut r)
-        }
+        Next::Workers(w) => run_workers(*w),
         Next::Serve(mut s, pid_file) => {
             let code = serve(&mut s);
             if let Some(p) = pid_file.filter(|_| !s.cfg.thttpd.chroot) {
-                let _ = std::fs::remove_file(p);
+                remove_pid_file(&p);
             }
             code
         }
+    }
+}
+
+/// Removes the pid file unless it names another process (the new one, after an upgrade).
+fn remove_pid_file(p: &Path) {
+    let ours =
+        std::fs::read_to_string(p).is_ok_and(|s| s.trim().parse::<u32>().is_ok_and(|pid| pid == std::process::id()));
+    if ours {
+        let _ = std::fs::remove_file(p);
     }
 }
 
@@ -398,6 +417,13 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
         Ok(a) => a,
         Err(e) => return Err(r.fail(e)),
     };
+    // Sockets from an upgrading parent (SIGUSR2), and the path to start a new binary from,
+    // resolved now.
+    let mut inherited = match upgrade::inherited() {
+        Ok(i) => i,
+        Err(e) => return Err(r.fail(format_args!("upgrade: {e}"))),
+    };
+    let launcher = if mode == Mode::Ferrohttpd { Launcher::from_process() } else { None };
 
     // The user to become, looked up while /etc/passwd is reachable (before chroot). Only root
     // switches users, as in thttpd.
@@ -439,21 +465,29 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
     };
 
     if cfg.workers > 1 {
-        return Ok(Next::Workers(Box::new((cfg, activated, reloader, r))));
+        let upgrade = launcher.filter(|_| reloader.is_some()).map(Upgrade::new);
+        return Ok(Next::Workers(Box::new(Workers { cfg, activated, reloader, r, upgrade, inherited })));
     }
 
-    let listeners = match &activated {
+    let listeners = match (inherited.as_mut(), &activated) {
+        (Some(inh), _) => inh
+            .take_listeners(&cfg, |a| server::bind_one_std(&cfg, a))
+            .map(|(l, roles)| (l.into_iter().map(mio::net::TcpListener::from_std).collect(), roles))
+            .map_err(StartError),
         // Socket activation passes plain listeners; TLS ones are bound here, after them.
-        Some(l) => server::from_std(l).and_then(|mut l| {
+        (None, Some(l)) => server::from_std(l).and_then(|mut l| {
             l.extend(server::bind_tls_std(&cfg)?.into_iter().map(mio::net::TcpListener::from_std));
-            Ok(l)
+            Ok((l, upgrade::roles(&cfg, activated.as_ref().map(Vec::len))))
         }),
-        None => bind_listeners(&mut cfg, &mut r),
+        (None, None) => bind_listeners(&mut cfg, &mut r).map(|l| (l, upgrade::roles(&cfg, None))),
     };
-    let listeners = match listeners {
+    let (listeners, roles) = match listeners {
         Ok(l) => l,
         Err(e) => return Err(r.fail(e)),
     };
+    // Only the process started upgrades, and only where it can read its binary and
+    // configuration again (not under chroot).
+    let upgrade = launcher.filter(|_| reloader.is_some()).map(Upgrade::new);
     let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
     let root_before = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
 
@@ -507,25 +541,45 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
         }
     }
     let owner = switch_to.as_ref().map(|&(_, uid, gid)| (uid, gid));
-    let s = Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader };
+    let s = Serve {
+        cfg,
+        listeners,
+        access_plan,
+        error_plan,
+        owner,
+        switch_to,
+        r,
+        announced,
+        reloader,
+        upgrade,
+        inherited,
+        roles,
+    };
     Ok(Next::Serve(Box::new(s), pid_file))
 }
 
 /// Opens the server ([`open_server`]) and runs its event loop.
 fn serve(s: &mut Serve) -> ExitCode {
-    match open_server(s) {
-        Ok(server) => match server.run() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => s.r.fail(format_args!("event loop failed: {e}")),
-        },
-        Err(code) => code,
+    let server = match open_server(s) {
+        Ok(server) => server,
+        Err(code) => return code,
+    };
+    // The listeners are registered: an upgrading parent may stop accepting now.
+    if let Some(i) = s.inherited.as_mut() {
+        i.announce();
+    }
+    match server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => s.r.fail(format_args!("event loop failed: {e}")),
     }
 }
 
 /// chroot, open the server, drop root.
 #[inline(never)]
 fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
-    let Serve { cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader } = s;
+    let Serve {
+        cfg, listeners, access_plan, error_plan, owner, switch_to, r, announced, reloader, upgrade, roles, ..
+    } = s;
     let (owner, announced, switch_to) = (*owner, *announced, switch_to.as_ref());
     let listeners = std::mem::take(listeners);
     let access_plan = std::mem::replace(access_plan, LogPlan::Keep);
@@ -562,7 +616,7 @@ fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
         give_log_to(&cfg.access_log, uid, gid);
         give_log_to(&cfg.error_log, uid, gid);
     }
-    let mut server = match Server::new(cfg.clone(), listeners) {
+    let mut server = match Server::new(cfg.clone(), listeners, std::mem::take(roles)) {
         Ok(s) => s,
         Err(e) => return Err(r.fail(e)),
     };
@@ -575,39 +629,52 @@ fn open_server(s: &mut Serve) -> Result<Server, ExitCode> {
     if let Some(f) = reloader.take() {
         server.set_reloader(f);
     }
+    if let Some(u) = upgrade.take() {
+        server.set_upgrade(u);
+    }
     if !announced {
         print_addrs(server.root(), &server.local_addrs(), cfg.tls.listen.len());
     }
     Ok(server)
 }
 
-fn run_workers(
-    cfg: Config,
-    activated: Option<Vec<std::net::TcpListener>>,
-    reloader: Option<server::Reloader>,
-    r: &mut Reporter,
-) -> ExitCode {
-    if activated.is_none() && cfg.listen.iter().any(|a| a.port() == 0) {
+fn run_workers(w: Workers) -> ExitCode {
+    let Workers { cfg, activated, reloader, mut r, upgrade, mut inherited } = w;
+    if activated.is_none() && inherited.is_none() && cfg.listen.iter().any(|a| a.port() == 0) {
         return r.fail("port 0 cannot be shared by several workers; give a port or set workers = 1");
     }
     let root = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
-    // Bind before printing: the port is open once "listening" is said.
-    let listeners = match activated {
-        Some(mut l) => match server::bind_tls_std(&cfg) {
-            Ok(tls) => {
-                l.extend(tls);
-                workers::Listeners::Activated(l)
-            }
-            Err(e) => return r.fail(e),
-        },
-        None => match server::bind_all_std(&cfg) {
-            Ok(l) => workers::Listeners::Bound(l),
-            Err(e) => return r.fail(e),
-        },
+    let n = cfg.workers as usize;
+    // Bind before printing: the port is open once "listening" is said. A set of sockets per
+    // worker (`workers`), or the inherited sets after an upgrade.
+    let bound = match (inherited.as_mut(), activated) {
+        (Some(inh), _) => {
+            inh.take_sets(&cfg, n, |a| server::bind_one_std(&cfg, a)).map_err(StartError).map(|(mut sets, roles)| {
+                if roles.contains(&upgrade::Role::Activated) {
+                    (workers::Listeners::Activated(sets.remove(0)), roles)
+                } else {
+                    (workers::Listeners::Sets(sets), roles)
+                }
+            })
+        }
+        (None, Some(mut l)) => server::bind_tls_std(&cfg).map(|tls| {
+            let roles = upgrade::roles(&cfg, Some(l.len()));
+            l.extend(tls);
+            (workers::Listeners::Activated(l), roles)
+        }),
+        (None, None) => (0..n)
+            .map(|_| server::bind_all_std(&cfg))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|sets| (workers::Listeners::Sets(sets), upgrade::roles(&cfg, None))),
+    };
+    let (listeners, roles) = match bound {
+        Ok(b) => b,
+        Err(e) => return r.fail(e),
     };
     let addrs: Vec<SocketAddr> = match &listeners {
-        workers::Listeners::Activated(l) | workers::Listeners::Bound(l) => {
-            l.iter().filter_map(|l| l.local_addr().ok()).collect()
+        workers::Listeners::Activated(l) => l.iter().filter_map(|l| l.local_addr().ok()).collect(),
+        workers::Listeners::Sets(sets) => {
+            sets.first().map(|l| l.iter().filter_map(|l| l.local_addr().ok()).collect()).unwrap_or_default()
         }
     };
     print_addrs(&root, &addrs, cfg.tls.listen.len());
@@ -624,12 +691,13 @@ fn run_workers(
     }
     let reloader: server::Reloader =
         reloader.unwrap_or_else(|| Rc::new(|| Err("reloading is not available in this mode".to_string())));
-    let code = match workers::run(cfg, listeners, reloader) {
+    let parent = workers::Parent { listeners, roles, reloader, upgrade, inherited };
+    let code = match workers::run(cfg, parent) {
         Ok(code) => ExitCode::from(code),
         Err(e) => r.fail(e),
     };
     if let Some(p) = pid_file {
-        let _ = std::fs::remove_file(p);
+        remove_pid_file(&p);
     }
     code
 }

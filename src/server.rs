@@ -30,12 +30,15 @@ use crate::ctx::{Ctx, Derived, StartError};
 use crate::fs::resolve::ResolveOptions;
 use crate::status::ConnStates;
 use crate::sys::{self, SignalFd};
+use crate::upgrade::Role;
 
 /// Connections use tokens from here up; listeners and the signalfd sit below.
 const CONN_BASE: usize = 1 << 16;
 const SIGNAL_TOKEN: Token = Token(CONN_BASE - 1);
 /// The helper thread's wake-ups (finished password verifications).
 const WAKE_TOKEN: Token = Token(CONN_BASE - 2);
+/// The new process's ready pipe during an upgrade (`upgrade`).
+const UPGRADE_TOKEN: Token = Token(CONN_BASE - 3);
 /// How long accepting pauses when the process runs out of descriptors.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Running out of descriptors is reported at most this often.
@@ -110,6 +113,10 @@ pub struct Server {
     /// The TLS configuration new TLS connections get (replaced on reload).
     #[cfg(feature = "tls")]
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// SIGUSR2 starts the new binary (ferrohttpd mode, the process started).
+    upgrade: Option<Box<crate::upgrade::Upgrade>>,
+    /// What each listener is for (socket-activated, or the configured address it serves).
+    roles: Vec<Role>,
 }
 
 /// `defer_accept = "auto"`: TCP_DEFER_ACCEPT on the listeners while silent connections come
@@ -201,6 +208,11 @@ pub fn bind_all_std(cfg: &Config) -> Result<Vec<StdListener>, StartError> {
     Ok(all)
 }
 
+/// One listening socket for `addr`, as [`bind_all_std`] binds them.
+pub fn bind_one_std(cfg: &Config, addr: SocketAddr) -> Result<StdListener, String> {
+    bind_std(cfg, &[addr]).map(|mut v| v.remove(0)).map_err(|e| e.0)
+}
+
 /// The `[tls] listen` sockets alone (beside socket-activated plain ones).
 pub fn bind_tls_std(cfg: &Config) -> Result<Vec<StdListener>, StartError> {
     bind_std(cfg, &cfg.tls.listen)
@@ -231,6 +243,12 @@ fn proxy_listeners(cfg: &Config, bound: &[TcpListener]) -> Result<Vec<bool>, Sta
     Ok(addrs.iter().map(|a| a.is_some_and(|a| cfg.proxy_protocol.contains(&a))).collect())
 }
 
+/// Whether `defer_accept = "auto"` switches this listener: every one the server bound, and
+/// a socket-activated one that came without TCP_DEFER_ACCEPT (`DeferAcceptSec=` keeps it).
+fn managed_deferral(role: Option<&Role>, l: &TcpListener) -> bool {
+    role != Some(&Role::Activated) || sys::defer_accept(l.as_raw_fd()).is_ok_and(|s| s == 0)
+}
+
 fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool, defer_secs: u32) -> io::Result<StdListener> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking().cloexec(), None)?;
     sock.set_reuse_address(true)?;
@@ -253,8 +271,9 @@ fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool, defer_secs: u32) -> io
 }
 
 impl Server {
-    /// Takes the bound listeners, opens the root and the logs, and prepares the loop.
-    pub fn new(cfg: Config, bound: Vec<TcpListener>) -> Result<Server, StartError> {
+    /// Takes the bound listeners (`roles` says what each is for), opens the root and the
+    /// logs, and prepares the loop.
+    pub fn new(cfg: Config, bound: Vec<TcpListener>, roles: Vec<Role>) -> Result<Server, StartError> {
         sys::ignore_sigpipe();
         let nofile = sys::raise_nofile_limit().ok();
         let derived = Derived::new(&cfg)?;
@@ -272,16 +291,19 @@ impl Server {
         let mut listeners = Vec::new();
         let mut managed = Vec::new();
         for (i, mut l) in bound.into_iter().enumerate() {
-            if cfg.defer_accept == DeferAccept::Auto && sys::defer_accept(l.as_raw_fd()).is_ok_and(|s| s == 0) {
+            if cfg.defer_accept == DeferAccept::Auto && managed_deferral(roles.get(i), &l) {
                 managed.push(i);
+                // Off to start with (a socket from an upgraded process may have it on).
+                let _ = sys::set_defer_accept(l.as_raw_fd(), 0);
             }
             poll.registry()
                 .register(&mut l, Token(i), Interest::READABLE)
                 .map_err(|e| StartError(format!("epoll: {e}")))?;
             listeners.push(l);
         }
-        let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2])
-            .map_err(|e| StartError(format!("signalfd: {e}")))?;
+        let signals =
+            SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH])
+                .map_err(|e| StartError(format!("signalfd: {e}")))?;
         poll.registry()
             .register(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(&signals)), SIGNAL_TOKEN, Interest::READABLE)
             .map_err(|e| StartError(format!("epoll: {e}")))?;
@@ -347,7 +369,14 @@ impl Server {
             tls_from,
             #[cfg(feature = "tls")]
             tls,
+            upgrade: None,
+            roles,
         })
+    }
+
+    /// Lets SIGUSR2 upgrade the binary through `u` (ferrohttpd mode, the process started).
+    pub fn set_upgrade(&mut self, u: crate::upgrade::Upgrade) {
+        self.upgrade = Some(Box::new(u));
     }
 
     /// Lets SIGHUP reload the configuration through `f`.
@@ -384,6 +413,7 @@ impl Server {
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL_TOKEN => self.on_signals(),
+                    UPGRADE_TOKEN => self.on_upgrade_ready(),
                     WAKE_TOKEN => {
                         self.on_verified();
                         #[cfg(feature = "compression")]
@@ -428,6 +458,9 @@ impl Server {
                 self.next_tick = now + TICK;
                 self.sweep(now);
             }
+            if let Some(line) = self.upgrade.as_mut().and_then(|u| u.on_timeout(now)) {
+                self.cx.error(format_args!("{line}"));
+            }
             self.cx.access.flush_due(now);
             if self.accept_paused_until.is_some_and(|t| now >= t) {
                 self.accept_paused_until = None;
@@ -461,6 +494,7 @@ impl Server {
         consider(self.timers.peek().map(|Reverse((t, _))| *t));
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
+        consider(self.upgrade.as_ref().and_then(|u| u.deadline()));
         // Round up so the wake-up is never a hair early.
         next.map(|t| t.saturating_duration_since(Instant::now()) + Duration::from_millis(1))
     }
@@ -849,8 +883,49 @@ impl Server {
                     crate::sys::release_startup_memory();
                 }
                 libc::SIGUSR1 => self.reopen_logs(),
-                libc::SIGUSR2 => self.log_stats(),
+                libc::SIGUSR2 => self.upgrade_binary(),
+                // From the parent of workers whose new binary serves (`workers`): end as
+                // after an upgrade.
+                libc::SIGWINCH if self.shutdown_deadline.is_none() => {
+                    self.log_stats();
+                    self.wind_down(Some(crate::upgrade::IDLE_GRACE));
+                }
                 _ => {}
+            }
+        }
+    }
+
+    /// SIGUSR2 in ferrohttpd mode: starts the new binary with the listening sockets
+    /// (`upgrade`). A process that cannot upgrade (a worker) logs its statistics instead.
+    fn upgrade_binary(&mut self) {
+        if self.shutdown_deadline.is_some() {
+            return;
+        }
+        let Some(u) = self.upgrade.as_mut() else { return self.log_stats() };
+        match u.start_with(&self.listeners, &self.roles, self.poll.registry(), UPGRADE_TOKEN, self.cx.clock.now) {
+            Ok(line) => self.cx.error(format_args!("{line}")),
+            Err(e) => self.cx.error(format_args!("upgrade failed, still serving: {e}")),
+        }
+    }
+
+    /// The new process's ready pipe: once it serves, this one logs its statistics and ends
+    /// as on SIGTERM; if it failed, this one keeps serving.
+    fn on_upgrade_ready(&mut self) {
+        let Some(u) = self.upgrade.as_mut() else { return };
+        match u.on_ready() {
+            crate::upgrade::Progress::Waiting => {}
+            crate::upgrade::Progress::Serving(pid) => {
+                self.log_stats();
+                self.cx.error(format_args!(
+                    "upgrade: process {pid} serves; this one stops accepting and exits once its responses are sent"
+                ));
+                // Already ending (SIGTERM came meanwhile): keep that deadline.
+                if self.shutdown_deadline.is_none() {
+                    self.wind_down(Some(crate::upgrade::IDLE_GRACE));
+                }
+            }
+            crate::upgrade::Progress::Failed(why) => {
+                self.cx.error(format_args!("upgrade failed, still serving: {why}"))
             }
         }
     }
@@ -868,7 +943,6 @@ impl Server {
             libc::SIGUSR2 => self.log_stats(),
             libc::SIGTERM | libc::SIGINT => {
                 self.begin_shutdown();
-                self.shutdown_deadline = Some(self.cx.clock.now);
             }
             _ => {}
         }
@@ -966,9 +1040,13 @@ impl Server {
     }
 
     fn apply(&mut self, mut new: Config) -> Result<(), String> {
-        if new.listen != self.cx.cfg.listen {
-            self.cx.error(format_args!("listen addresses cannot change without a restart; keeping the current ones"));
+        if new.workers > 1 && (new.listen != self.cx.cfg.listen || new.tls.listen != self.cx.cfg.tls.listen) {
+            // Each worker accepts on its set of the parent's sockets (`workers`).
+            self.cx.error(format_args!(
+                "with workers > 1, listen addresses change with an upgrade (SIGUSR2), not a reload; keeping the current ones"
+            ));
             new.listen = self.cx.cfg.listen.clone();
+            new.tls.listen = self.cx.cfg.tls.listen.clone();
         }
         if new.workers != self.cx.cfg.workers {
             self.cx.error(format_args!("the number of workers cannot change without a restart"));
@@ -978,10 +1056,6 @@ impl Server {
             self.cx
                 .error(format_args!("server.proxy_protocol cannot change without a restart; keeping the current one"));
             new.proxy_protocol = self.cx.cfg.proxy_protocol.clone();
-        }
-        if new.tls.listen != self.cx.cfg.tls.listen {
-            self.cx.error(format_args!("tls.listen cannot change without a restart; keeping the current addresses"));
-            new.tls.listen = self.cx.cfg.tls.listen.clone();
         }
         if new.acme != self.cx.cfg.acme {
             self.cx.error(format_args!("[acme] cannot change without a restart; keeping the current settings"));
@@ -1006,6 +1080,10 @@ impl Server {
             None => (None, Vec::new()),
         };
         let derived = Derived::new(&new).map_err(|e| e.0)?;
+        // The listen addresses last: once they change, nothing else can fail.
+        if new.listen != self.cx.cfg.listen || new.tls.listen != self.cx.cfg.tls.listen {
+            self.relisten(&new)?;
+        }
         #[cfg(feature = "tls")]
         {
             self.tls = tls;
@@ -1019,16 +1097,66 @@ impl Server {
         Ok(())
     }
 
+    /// SIGHUP with other listen addresses: the kept ones keep their socket (and its queue),
+    /// the new ones are bound, the removed ones closed. A bind that fails changes nothing.
+    fn relisten(&mut self, new: &Config) -> Result<(), String> {
+        let (bound, roles) = crate::upgrade::relisten(new, &self.listeners, &self.roles, |a| bind_one_std(new, a))?;
+        let mut fresh: Vec<TcpListener> = bound.into_iter().map(TcpListener::from_std).collect();
+        let proxy = proxy_listeners(new, &fresh).map_err(|e| e.0)?;
+        let registry = self.poll.registry();
+        for mut l in self.listeners.drain(..) {
+            let _ = registry.deregister(&mut l);
+        }
+        for (i, l) in fresh.iter_mut().enumerate() {
+            if let Err(e) = registry.register(l, Token(i), Interest::READABLE) {
+                self.cx.error(format_args!("epoll: {e}: a listener is not served"));
+            }
+        }
+        let addrs: Vec<String> = fresh.iter().filter_map(|l| l.local_addr().ok()).map(|a| a.to_string()).collect();
+        self.listeners = fresh;
+        self.proxy_listeners = proxy;
+        // Socket-activated listeners come first and stay as they were; every other one is
+        // the server's to switch.
+        let was_managed = std::mem::take(&mut self.deferral.managed);
+        for (i, l) in self.listeners.iter().enumerate() {
+            let managed = roles.get(i) != Some(&Role::Activated) || was_managed.contains(&i);
+            if new.defer_accept == DeferAccept::Auto && managed {
+                self.deferral.managed.push(i);
+                let secs = if self.deferral.on { new.defer_accept_secs() } else { 0 };
+                let _ = sys::set_defer_accept(l.as_raw_fd(), secs);
+            }
+        }
+        #[cfg(feature = "tls")]
+        {
+            self.tls_from = roles.iter().filter(|r| !matches!(r, Role::Tls(_))).count();
+            self.cx.https_port =
+                self.listeners.get(self.tls_from).and_then(|l| l.local_addr().ok()).map_or(443, |a| a.port());
+        }
+        self.roles = roles;
+        self.cx.error(format_args!("listening on {}", addrs.join(" ")));
+        Ok(())
+    }
+
     /// Stops accepting, closes idle connections, and lets responses in flight finish
     /// within `shutdown_timeout`.
     fn begin_shutdown(&mut self) {
+        self.wind_down(None);
+    }
+
+    /// [`Self::begin_shutdown`]; after an upgrade, idle keep-alive connections get
+    /// `idle_grace` in which a request that comes is still answered (with `Connection:
+    /// close`) instead of racing the close; those idle throughout are closed then.
+    fn wind_down(&mut self, idle_grace: Option<Duration>) {
         self.shutdown_deadline = Some(self.cx.clock.now + self.cx.cfg.shutdown_timeout);
         for mut l in self.listeners.drain(..) {
             let _ = self.poll.registry().deregister(&mut l);
         }
         let idle: Vec<usize> = self.conns.iter().filter(|(_, c)| c.is_idle()).map(|(k, _)| k).collect();
         for key in idle {
-            self.close(key);
+            match (idle_grace, self.conns.get_mut(key)) {
+                (Some(grace), Some(c)) => c.deadline = c.deadline.min(self.cx.clock.now + grace),
+                _ => self.close(key),
+            }
         }
         let mut drive = Vec::new();
         for (key, c) in self.conns.iter_mut() {

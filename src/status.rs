@@ -83,6 +83,8 @@ pub struct Snapshot<'a> {
     pub version: &'a str,
     pub pid: u32,
     pub uptime_secs: u64,
+    /// When the process started (Unix seconds): after an upgrade, the new binary's start.
+    pub started_unix: u64,
     pub conns: ConnStates,
     pub counters: &'a Counters,
     pub cache_hits: u64,
@@ -167,6 +169,8 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
         Format::Text => {
             let _ = writeln!(t, "ferrohttpd {} (pid {})", s.version, s.pid);
             let _ = writeln!(t, "uptime_seconds: {}", s.uptime_secs);
+            let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.started_unix);
+            let _ = writeln!(t, "started: {}", httpdate::fmt_http_date(started));
             let _ = writeln!(
                 t,
                 "connections: idle {} reading {} writing {} closing {}",
@@ -214,13 +218,14 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
         Format::Json => {
             let _ = write!(
                 t,
-                "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\
+                "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\"started_unix\":{},\
                  \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{},\"proxy_header_errors\":{}}},\
                  \"defer_accept\":{{\"on\":{},\"switched_on\":{}}},\
                  \"requests\":{},\"requests_http2\":{},\"bytes_sent\":{},\"responses\":{{",
                 s.version,
                 s.pid,
                 s.uptime_secs,
+                s.started_unix,
                 s.conns.idle,
                 s.conns.reading,
                 s.conns.writing,
@@ -303,6 +308,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 }
             };
             metric("uptime_seconds", "gauge", "Seconds since start.", &[("", s.uptime_secs)]);
+            metric("start_time_seconds", "gauge", "Start of the process, Unix seconds.", &[("", s.started_unix)]);
             if !s.certificates.is_empty() {
                 let rows: Vec<(String, u64)> =
                     s.certificates.iter().map(|a| (format!("{{name=\"{}\"}}", a.name), epoch(a.not_after))).collect();
@@ -412,6 +418,7 @@ mod tests {
             version: "0",
             pid: 1,
             uptime_secs: 3,
+            started_unix: 1_764_892_800,
             conns: ConnStates::default(),
             counters: &c,
             cache_hits: 1,
@@ -436,6 +443,7 @@ mod tests {
         let j = String::from_utf8(out).unwrap();
         assert!(j.contains("\"requests\":2") && j.contains("\"2xx\":1") && j.contains("\"4xx\":1"), "{j}");
         assert!(j.contains("a\\\"b"));
+        assert!(j.contains("\"uptime_seconds\":3,\"started_unix\":1764892800,"), "{j}");
         let acme =
             "\"acme\":[{\"name\":\"a.example\",\"expires\":86400,\"next\":0,\"last_error\":\"CA \\\"down\\\"\"}]";
         assert!(j.contains(acme), "{j}");
@@ -446,6 +454,7 @@ mod tests {
         let p = String::from_utf8(out).unwrap();
         assert!(p.contains("ferrohttpd_responses_total{class=\"4xx\"} 1"), "{p}");
         assert!(p.contains("ferrohttpd_defer_accept 1\n"), "{p}");
+        assert!(p.contains("ferrohttpd_start_time_seconds 1764892800\n"), "{p}");
         assert!(p.contains("ferrohttpd_tls_handshake_failures_total{kind=\"timeout\"} 2"), "{p}");
         let mut out = Vec::new();
         render(&s, Format::Text, &mut out);
@@ -453,6 +462,7 @@ mod tests {
         assert!(
             text.contains("bytes_sent: 15")
                 && text.contains("defer_accept: on switched_on 0\n")
+                && text.contains("started: Fri, 05 Dec 2025 00:00:00 GMT\n")
                 && text.contains("tls_handshakes: tls1.3 7 tls1.2 0 resumed 0"),
             "{text}"
         );

@@ -2,13 +2,21 @@
 //!
 //! Each worker is a complete single-loop server with its own listening sockets (bound with
 //! `SO_REUSEPORT`, so the kernel spreads connections over them), its own cache and its own
-//! log descriptors; workers share nothing but the page cache. The parent binds once to fail
-//! early with a clear message, then only supervises: it forwards TERM, INT, HUP and USR1 to
-//! the workers, restarts a worker that dies (after a pause if it died right after starting,
-//! so a crash loop cannot spin), and exits once every worker has exited after a shutdown.
+//! log descriptors; workers share nothing but the page cache. The parent binds a set of
+//! sockets per worker and keeps them all: worker i accepts on set i, and whatever replaces
+//! it (a worker restarted after it died, or the new binary's worker i after an upgrade)
+//! accepts from the very same sockets, so no connection waiting in a queue is lost. The
+//! parent supervises: it forwards TERM, INT, HUP and USR1 to the workers, restarts a worker
+//! that dies (after a pause if it died right after starting, so a crash loop cannot spin),
+//! and exits once every worker has exited after a shutdown.
+//!
+//! SIGUSR2 (ferrohttpd mode) upgrades the binary (`upgrade`): the parent hands every set to
+//! the new parent, which starts its workers on them and says it serves once each of them
+//! has; the old parent then sends its workers SIGWINCH (stop accepting, finish, end) and
+//! exits after them.
 
-use std::io;
-use std::os::fd::AsRawFd;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
@@ -17,23 +25,43 @@ use std::net::TcpListener as StdListener;
 use crate::ctx::{self, StartError};
 use crate::server::{self, Reloader, Server};
 use crate::sys::SignalFd;
+use crate::upgrade::{self, Handed, Inherited, Progress, Role, Upgrade};
 
 /// A worker that lived shorter than this is restarted only after the same pause.
 const MIN_LIFETIME: Duration = Duration::from_secs(1);
 
 /// Listening sockets the caller already has.
 pub enum Listeners {
-    /// From systemd socket activation: shared by every worker.
+    /// From systemd socket activation (with the TLS ones bound beside them): shared by
+    /// every worker.
     Activated(Vec<StdListener>),
-    /// Bound by the caller with SO_REUSEPORT: handed to the first worker.
-    Bound(Vec<StdListener>),
+    /// A set per worker, bound with SO_REUSEPORT (or inherited from an upgraded parent).
+    Sets(Vec<Vec<StdListener>>),
 }
 
-#[derive(Clone, Copy)]
-enum Inherit {
-    Shared,
-    Take,
-    None,
+impl Listeners {
+    /// Worker i's listeners.
+    fn set(&self, i: usize) -> &[StdListener] {
+        match self {
+            Listeners::Activated(l) => l,
+            Listeners::Sets(sets) => sets.get(i).map_or(&[], Vec::as_slice),
+        }
+    }
+
+    /// Every socket, to hand over in an upgrade.
+    fn handed(&self, roles: &[Role]) -> Vec<Handed> {
+        let sets: &[Vec<StdListener>] = match self {
+            Listeners::Activated(l) => std::slice::from_ref(l),
+            Listeners::Sets(sets) => sets,
+        };
+        let mut out = Vec::new();
+        for (set, ls) in sets.iter().enumerate() {
+            for (l, &role) in ls.iter().zip(roles) {
+                out.push(Handed { fd: l.as_raw_fd(), role, set });
+            }
+        }
+        out
+    }
 }
 
 struct Slot {
@@ -42,20 +70,29 @@ struct Slot {
     restart_at: Option<Instant>,
 }
 
-/// Runs the parent until every worker has exited after a TERM or INT. Returns the exit
-/// status for `main`.
-pub fn run(cfg: Config, listeners: Listeners, reloader: Reloader) -> Result<u8, StartError> {
+/// What the parent needs besides its configuration: its listeners and their roles, the
+/// reloader, SIGUSR2's upgrade, and what an upgrading parent handed over (told once every
+/// worker serves).
+pub struct Parent {
+    pub listeners: Listeners,
+    pub roles: Vec<Role>,
+    pub reloader: Reloader,
+    pub upgrade: Option<Upgrade>,
+    pub inherited: Option<Inherited>,
+}
+
+/// Runs the parent until every worker has exited after a TERM or INT (or after an upgrade).
+/// Returns the exit status for `main`.
+pub fn run(cfg: Config, parent: Parent) -> Result<u8, StartError> {
+    let Parent { listeners, roles, reloader, mut upgrade, mut inherited } = parent;
     ctx::open_resources(&cfg)?;
-    // Sockets bound by the caller (so the port is open before "listening" is printed) go to
-    // the first worker; the others bind their own with SO_REUSEPORT. The parent keeps no
-    // listening socket: one that nobody accepts on would still get its share of connections.
-    let (shared, mut handoff) = match listeners {
-        Listeners::Activated(v) => (Some(v), None),
-        Listeners::Bound(v) => (None, Some(v)),
-    };
     let signals =
         SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGCHLD])
             .map_err(|e| StartError(format!("signalfd: {e}")))?;
+    // Each worker writes a byte here once it serves.
+    let (mut started_r, started_w) = upgrade::pipe().map_err(|e| StartError(format!("pipe: {e}")))?;
+    set_nonblocking(started_r.as_raw_fd());
+    let mut serving = 0usize;
 
     let mut slots: Vec<Slot> = (0..cfg.workers)
         .map(|_| Slot { pid: None, started: Instant::now(), restart_at: Some(Instant::now()) })
@@ -75,28 +112,50 @@ pub fn run(cfg: Config, listeners: Listeners, reloader: Reloader) -> Result<u8, 
                 if slot.pid.is_some() || slot.restart_at.is_none_or(|t| t > now) {
                     continue;
                 }
-                let inherit = if shared.is_some() {
-                    Inherit::Shared
-                } else if i == 0 {
-                    Inherit::Take
-                } else {
-                    Inherit::None
-                };
-                slot.pid = Some(spawn(&cfg, shared.as_deref(), &mut handoff, inherit, &reloader)?);
+                slot.pid = Some(spawn(&cfg, listeners.set(i), &roles, &reloader, started_w.as_raw_fd())?);
                 slot.started = now;
                 slot.restart_at = None;
             }
-            // Every worker has started once: the first one owns the caller's sockets now.
-            handoff = None;
         }
         if stopping && slots.iter().all(|s| s.pid.is_none()) {
             return Ok(0);
         }
-        let next = slots.iter().filter_map(|s| s.restart_at).min();
+        let next = slots.iter().filter_map(|s| s.restart_at).chain(upgrade.as_ref().and_then(Upgrade::deadline)).min();
         let timeout_ms = next.map_or(1000, |t| t.saturating_duration_since(now).as_millis().clamp(1, 1000) as i32);
-        let mut pfd = libc::pollfd { fd: signals.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: `pfd` is a valid pollfd array of length 1 for the duration of the call.
-        unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        let mut pfds =
+            [signals.as_raw_fd(), started_r.as_raw_fd(), upgrade.as_ref().and_then(Upgrade::ready_fd).unwrap_or(-1)]
+                .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+        // SAFETY: `pfds` is a valid pollfd array of its length for the duration of the call
+        // (a negative fd is ignored by poll).
+        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        let mut buf = [0u8; 64];
+        while let Ok(n @ 1..) = started_r.read(&mut buf) {
+            serving += n;
+        }
+        // An upgrading parent stops accepting once every worker of this one serves.
+        if serving >= cfg.workers as usize {
+            if let Some(mut i) = inherited.take() {
+                i.announce();
+            }
+        }
+        if let Some(u) = upgrade.as_mut() {
+            if pfds[2].revents != 0 {
+                match u.on_ready() {
+                    Progress::Waiting => {}
+                    Progress::Serving(pid) => {
+                        eprintln!(
+                            "ferrohttpd: upgrade: process {pid} serves; the workers stop accepting and this parent exits after them"
+                        );
+                        stopping = true;
+                        forward(&slots, libc::SIGWINCH);
+                    }
+                    Progress::Failed(why) => eprintln!("ferrohttpd: upgrade failed, still serving: {why}"),
+                }
+            }
+            if let Some(line) = u.on_timeout(Instant::now()) {
+                eprintln!("ferrohttpd: {line}");
+            }
+        }
         while let Some(sig) = signals.read() {
             match sig {
                 libc::SIGCHLD => {}
@@ -109,10 +168,28 @@ pub fn run(cfg: Config, listeners: Listeners, reloader: Reloader) -> Result<u8, 
                     stopping = true;
                     forward(&slots, sig);
                 }
+                libc::SIGUSR2 if !stopping && upgrade.is_some() => {
+                    if let Some(u) = upgrade.as_mut() {
+                        match u.start(&listeners.handed(&roles), Instant::now()) {
+                            Ok(line) => eprintln!("ferrohttpd: {line}"),
+                            Err(e) => eprintln!("ferrohttpd: upgrade failed, still serving: {e}"),
+                        }
+                    }
+                }
                 other => forward(&slots, other),
             }
         }
         reap(&mut slots, stopping);
+    }
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor we own; no memory effects.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
     }
 }
 
@@ -123,16 +200,16 @@ fn forward(slots: &[Slot], sig: libc::c_int) {
     }
 }
 
-/// Collects exited workers and schedules their restart.
+/// Collects exited workers and schedules their restart. Only the workers: a new binary
+/// started by an upgrade is collected by `upgrade`, which reports its status.
 fn reap(slots: &mut [Slot], stopping: bool) {
-    loop {
+    for slot in slots.iter_mut() {
+        let Some(pid) = slot.pid else { continue };
         let mut status = 0;
         // SAFETY: `status` is a valid out-pointer; WNOHANG makes the call non-blocking.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return;
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+            continue;
         }
-        let Some(slot) = slots.iter_mut().find(|s| s.pid == Some(pid)) else { continue };
         slot.pid = None;
         if stopping {
             continue;
@@ -151,13 +228,14 @@ fn describe(status: libc::c_int) -> String {
     }
 }
 
-/// Forks a worker that binds its own listeners and runs the event loop.
+/// Forks a worker that runs the event loop on `listeners` (duplicates: the parent keeps
+/// them for the worker's replacement), and writes a byte to `started` once it serves.
 fn spawn(
     cfg: &Config,
-    shared: Option<&[StdListener]>,
-    handoff: &mut Option<Vec<StdListener>>,
-    inherit: Inherit,
+    listeners: &[StdListener],
+    roles: &[Role],
     reloader: &Reloader,
+    started: RawFd,
 ) -> Result<libc::pid_t, StartError> {
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -179,18 +257,16 @@ fn spawn(
             libc::_exit(0);
         }
     }
-    let taken = handoff.take();
-    let listeners = match (inherit, shared, taken) {
-        (Inherit::Shared, Some(l), _) => server::from_std(l),
-        (Inherit::Take, _, Some(l)) => Ok(l.into_iter().map(mio::net::TcpListener::from_std).collect()),
-        // Any sockets meant for another worker are closed here (dropped with `taken`).
-        _ => server::bind_all(cfg),
-    };
-    let code = match listeners.and_then(|l| Server::new(cfg.clone(), l)) {
+    let code = match server::from_std(listeners).and_then(|l| Server::new(cfg.clone(), l, roles.to_vec())) {
         Ok(mut server) => {
             // Workers never switch user (refused with workers > 1): preload at once.
             server.preload();
             server.set_reloader(reloader.clone());
+            // SAFETY: `started` is the parent's pipe, open in this forked copy; writing to it
+            // through a borrowed File that is never dropped leaves it open.
+            let mut pipe =
+                std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(started) });
+            let _ = pipe.write(&[1]);
             match server.run() {
                 Ok(()) => 0,
                 Err(e) => {

@@ -650,6 +650,8 @@ fn systemd_units_are_hardened_and_consistent() {
         assert_eq!(one("ExecStart"), format!("/usr/sbin/ferrohttpd --config {config}"), "{name}");
         assert_eq!(one("Type"), "simple", "{name}: the server does not implement sd_notify");
         assert!(one("ExecReload").contains("-HUP $MAINPID"), "{name}: reload sends HUP");
+        // An upgrade (USR2) changes the main pid: the new process reports it with MAINPID=.
+        assert_eq!(one("NotifyAccess"), "all", "{name}");
         for (k, v) in [
             ("ProtectSystem", "strict"),
             ("NoNewPrivileges", "yes"),

@@ -94,6 +94,33 @@ pub fn prepare(lifetime: Duration) -> Result<(), String> {
     Ok(())
 }
 
+/// The generated secret's state (period length, period, chain key: 48 bytes), for the new
+/// process of an upgrade (`upgrade`), so tickets issued here resume there.
+pub fn export() -> Option<[u8; 48]> {
+    let chain = CHAIN.lock().ok()?;
+    let c = chain.as_ref()?;
+    let mut out = [0u8; 48];
+    out[..8].copy_from_slice(&c.step.to_be_bytes());
+    out[8..16].copy_from_slice(&c.at.to_be_bytes());
+    out[16..].copy_from_slice(&c.key);
+    Some(out)
+}
+
+/// Takes the secret [`export`] gave, before any is made here.
+pub fn import(bytes: &[u8]) -> Result<(), String> {
+    let bad = || "tls: the handed-over ticket secret is malformed".to_string();
+    let b: &[u8; 48] = bytes.try_into().map_err(|_| bad())?;
+    let step = u64::from_be_bytes(b[..8].try_into().map_err(|_| bad())?);
+    let at = u64::from_be_bytes(b[8..16].try_into().map_err(|_| bad())?);
+    let key: [u8; 32] = b[16..].try_into().map_err(|_| bad())?;
+    if step == 0 {
+        return Err(bad());
+    }
+    let mut chain = CHAIN.lock().map_err(|_| "tls: ticket key lock poisoned".to_string())?;
+    *chain = Some(Chain { step, at, key });
+    Ok(())
+}
+
 /// The period length of the generated secret, once made (it cannot change without a
 /// restart: the workers would no longer agree on periods).
 pub fn generated_step() -> Option<u64> {

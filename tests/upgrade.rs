@@ -1,0 +1,765 @@
+//! Issue 39: upgrading the binary in place with SIGUSR2. The server runs from a copy of the
+//! binary in its temp dir; the test replaces that file (as a package upgrade does) and
+//! signals the process, under load from real clients on real sockets.
+mod common;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{alive, make_fixture, pseudo_random_bytes, render_config, signal, spawn_listening, BIN, IO_TIMEOUT};
+use tempfile::TempDir;
+
+/// The files the load clients fetch, with their bodies.
+const FILES: usize = 8;
+/// The large download that spans the upgrade.
+const BIG: usize = 48 << 20;
+
+/// A server started from its own copy of the binary, with a pid file and an error log.
+struct Upgradable {
+    dir: TempDir,
+    child: Child,
+    addr: SocketAddr,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Upgradable {
+    fn start(extra: &str, setup: impl FnOnce(&Path, &Path)) -> Upgradable {
+        Upgradable::start_env(extra, setup, &[])
+    }
+
+    /// [`Upgradable::start`] with environment variables for the server.
+    fn start_env(extra: &str, setup: impl FnOnce(&Path, &Path), env: &[(&str, &Path)]) -> Upgradable {
+        let dir = TempDir::new().unwrap();
+        let d = dir.path();
+        let root = make_fixture(d);
+        setup(d, &root);
+        install(BIN, &d.join("bin/ferrohttpd"));
+        let cfg =
+            format!("pid_file = \"{{dir}}/pid\"\n{extra}\n[log]\nerror = \"{{dir}}/error.log\"\naccess = \"off\"\n");
+        fs::write(d.join("ferrohttpd.toml"), render_config(d, &root, &cfg)).unwrap();
+        let mut cmd = Command::new(d.join("bin/ferrohttpd"));
+        cmd.args(["--config", "ferrohttpd.toml"]).current_dir(d);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let s = spawn_listening(cmd);
+        let srv = Upgradable { dir, child: s.child, addr: s.addr, stdout: s.stdout, stderr: s.stderr };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while srv.pid_file().is_none() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(srv.pid_file(), Some(srv.child.id()));
+        srv
+    }
+
+    /// The first address of the start-up lines that `parse` reads and `want` accepts.
+    fn listening(&self, parse: fn(&str) -> Option<SocketAddr>, want: fn(&SocketAddr) -> bool) -> SocketAddr {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let out = String::from_utf8_lossy(&self.stdout.lock().unwrap()).into_owned();
+            if let Some(a) = out.lines().filter_map(parse).find(want) {
+                return a;
+            }
+            assert!(Instant::now() < deadline, "no such listener: {out}");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn pid_file(&self) -> Option<u32> {
+        fs::read_to_string(self.dir().join("pid")).ok()?.trim().parse().ok()
+    }
+
+    fn error_log(&self) -> String {
+        fs::read_to_string(self.dir().join("error.log")).unwrap_or_default()
+    }
+
+    /// Waits for the pid file to name another process than `old`.
+    fn wait_new_pid(&self, old: u32, limit: Duration) -> Option<u32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(p) = self.pid_file().filter(|&p| p != old) {
+                return Some(p);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for Upgradable {
+    fn drop(&mut self) {
+        // The new process is no child of the test: stop it by the pid its file names.
+        if let Some(p) = self.pid_file().filter(|&p| p != self.child.id()) {
+            signal(p, "KILL");
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Copies `from` to `to` through a temporary name and a rename, as a package manager
+/// replaces a binary (the running process keeps the old inode).
+fn install(from: &str, to: &Path) {
+    fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let tmp = to.with_extension("new");
+    fs::copy(from, &tmp).unwrap();
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::rename(&tmp, to).unwrap();
+}
+
+fn write_script(to: &Path, text: &str) {
+    let tmp = to.with_extension("new");
+    fs::write(&tmp, text).unwrap();
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::rename(&tmp, to).unwrap();
+}
+
+fn body(i: usize) -> Vec<u8> {
+    pseudo_random_bytes(1000 + i * 7919, i as u64 + 1)
+}
+
+fn make_files(root: &Path) {
+    for i in 0..FILES {
+        fs::write(root.join(format!("u{i}.bin")), body(i)).unwrap();
+    }
+    fs::write(root.join("big.bin"), pseudo_random_bytes(BIG, 99)).unwrap();
+}
+
+/// How a request went.
+#[derive(Debug)]
+enum Outcome {
+    Ok,
+    /// A reused keep-alive connection was closed before any byte of the response: an
+    /// idempotent request is retried on a new connection (RFC 9112 §9.3.1), as clients do.
+    Retry,
+    Failed(String),
+}
+
+/// Reads one response to a GET: the head, then a Content-Length body. Checks it is 200 and
+/// exactly `want`; whether the server closes after it.
+fn read_response(s: &mut TcpStream, want: &[u8]) -> Result<bool, (usize, String)> {
+    let mut buf = Vec::with_capacity(want.len() + 512);
+    let mut chunk = [0u8; 16384];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return Err((buf.len(), "closed in the head".into())),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err((buf.len(), format!("head: {e}"))),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    if !head.starts_with("http/1.1 200 ") {
+        return Err((buf.len(), format!("status: {}", head.lines().next().unwrap_or(""))));
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or((buf.len(), "no content-length".to_string()))?;
+    while buf.len() < head_end + len {
+        match s.read(&mut chunk) {
+            Ok(0) => return Err((buf.len(), format!("closed at {} of {len} body bytes", buf.len() - head_end))),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err((buf.len(), format!("body: {e}"))),
+        }
+    }
+    if buf.len() != head_end + len || buf[head_end..] != *want {
+        return Err((buf.len(), "body differs".into()));
+    }
+    Ok(head.contains("\r\nconnection: close"))
+}
+
+fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    Ok(s)
+}
+
+/// One GET of file `i` on `conn` (opened if `None`); the connection is kept for the next
+/// request unless `keep` is false or the server closes it.
+fn get(addr: SocketAddr, conn: &mut Option<TcpStream>, i: usize, keep: bool) -> Outcome {
+    let reused = conn.is_some();
+    let mut s = match conn.take() {
+        Some(s) => s,
+        None => match connect(addr) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Failed(e),
+        },
+    };
+    let req = format!("GET /u{i}.bin HTTP/1.1\r\nHost: t\r\n{}\r\n", if keep { "" } else { "Connection: close\r\n" });
+    if let Err(e) = s.write_all(req.as_bytes()) {
+        return if reused { Outcome::Retry } else { Outcome::Failed(format!("write: {e}")) };
+    }
+    match read_response(&mut s, &body(i)) {
+        Ok(closing) => {
+            if keep && !closing {
+                *conn = Some(s);
+            }
+            Outcome::Ok
+        }
+        Err((0, _)) if reused => Outcome::Retry,
+        Err((n, e)) => Outcome::Failed(format!("{e} ({n} bytes read, reused {reused})")),
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    requests: AtomicU64,
+    retries: AtomicU64,
+    /// HTTP/2 requests sent past a GOAWAY's last stream (or refused), sent again.
+    h2_retries: AtomicU64,
+    /// HTTP/2 requests answered, and GOAWAY frames seen.
+    h2_requests: AtomicU64,
+    h2_goaways: AtomicU64,
+    failures: Mutex<Vec<String>>,
+}
+
+/// Load clients until `stop`: `keepalive` HTTP/1.1 clients reusing their connection,
+/// `fresh` ones opening one per request, and (with HTTP/2) 4 h2c clients.
+fn load(
+    addr: SocketAddr,
+    keepalive: usize,
+    fresh: usize,
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+) -> Vec<thread::JoinHandle<()>> {
+    let h1 = load_h1(addr, keepalive, fresh, stop.clone(), counts.clone());
+    #[cfg(feature = "http2")]
+    let h1 = h1
+        .into_iter()
+        .chain((0..4).map(|c| {
+            let (stop, counts) = (stop.clone(), counts.clone());
+            thread::spawn(move || h2_client(addr, c, &stop, &counts))
+        }))
+        .collect();
+    h1
+}
+
+/// The HTTP/1.1 clients of [`load`].
+fn load_h1(
+    addr: SocketAddr,
+    keepalive: usize,
+    fresh: usize,
+    stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
+) -> Vec<thread::JoinHandle<()>> {
+    (0..keepalive + fresh)
+        .map(|c| {
+            let (stop, counts) = (stop.clone(), counts.clone());
+            let keep = c < keepalive;
+            thread::spawn(move || {
+                let mut conn = None;
+                let mut n = c;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let i = n % FILES;
+                    let mut outcome = get(addr, &mut conn, i, keep);
+                    if let Outcome::Retry = outcome {
+                        counts.retries.fetch_add(1, Ordering::Relaxed);
+                        outcome = get(addr, &mut conn, i, keep);
+                    }
+                    match outcome {
+                        Outcome::Ok => {}
+                        Outcome::Retry => counts.failures.lock().unwrap().push("closed twice before a response".into()),
+                        Outcome::Failed(e) => {
+                            counts.failures.lock().unwrap().push(e);
+                            conn = None;
+                        }
+                    }
+                    counts.requests.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect()
+}
+
+/// Whether the file at `/proc/PID/exe` is the one now at the binary's path (the old process
+/// runs a replaced, deleted inode).
+fn runs_deleted_binary(pid: u32) -> bool {
+    fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p.to_string_lossy().ends_with(" (deleted)"))
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+#[test]
+fn issue39_upgrade_under_load_drops_nothing_and_a_large_download_completes() {
+    upgrade_under_load("");
+}
+
+/// With workers, each new worker accepts from the sockets of the old worker it replaces.
+#[test]
+fn issue39_upgrade_with_two_workers_drops_nothing() {
+    upgrade_under_load(&format!("workers = 2\nlisten = [\"127.0.0.1:{}\"]", common::free_port()));
+}
+
+fn upgrade_under_load(extra: &str) {
+    let mut srv = Upgradable::start(extra, |_, root| make_files(root));
+    let addr = srv.addr;
+    let old = srv.child.id();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(Counts::default());
+    let clients = load(addr, 16, 4, stop.clone(), counts.clone());
+
+    // The large download, read slowly, started before the upgrade.
+    let mut big = connect(addr).unwrap();
+    big.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let progress = Arc::new(AtomicU64::new(0));
+    let read_so_far = progress.clone();
+    let download = thread::spawn(move || {
+        let mut got = Vec::with_capacity(BIG + 512);
+        let mut chunk = vec![0u8; 256 << 10];
+        let start = Instant::now();
+        while got.len() < BIG + 200 {
+            match big.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&chunk[..n]);
+                    read_so_far.store(got.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => panic!("large download: {e} after {} bytes", got.len()),
+            }
+            // About 2 s for the whole body: it spans the upgrade.
+            thread::sleep(Duration::from_millis(8));
+            if let Some(p) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                if got.len() >= p + 4 + BIG {
+                    break;
+                }
+            }
+        }
+        (got, start.elapsed())
+    });
+
+    thread::sleep(Duration::from_millis(700));
+    install(BIN, &srv.dir().join("bin/ferrohttpd"));
+    assert!(runs_deleted_binary(old), "the old process should run the replaced file");
+    let before = counts.requests.load(Ordering::Relaxed);
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("a new process writes the pid file");
+    assert!(alive(new), "the new process runs");
+    assert!(!runs_deleted_binary(new), "the new process runs the file now at the path, not the old inode");
+    let status = wait_exit(&mut srv.child, Duration::from_secs(20)).expect("the old process exits");
+    let read_at_exit = progress.load(Ordering::Relaxed);
+    assert!(status.success(), "old process: {status}");
+    let at_exit = counts.requests.load(Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(700));
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let (got, took) = download.join().unwrap();
+    let total = counts.requests.load(Ordering::Relaxed);
+    let failures = counts.failures.lock().unwrap().clone();
+    eprintln!(
+        "upgrade under load ({extra:?}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries, HTTP/2: {} requests, {} GOAWAY frames, {} streams past a GOAWAY sent again; large download {} bytes in {took:?}",
+        before,
+        total - at_exit,
+        failures.len(),
+        counts.retries.load(Ordering::Relaxed),
+        counts.h2_requests.load(Ordering::Relaxed),
+        counts.h2_goaways.load(Ordering::Relaxed),
+        counts.h2_retries.load(Ordering::Relaxed),
+        got.len()
+    );
+    assert!(failures.is_empty(), "{} failed requests: {:?}", failures.len(), &failures[..failures.len().min(10)]);
+    // Idle keep-alive connections are answered through the grace, not closed under a
+    // request in flight: no client had to retry.
+    assert_eq!(counts.retries.load(Ordering::Relaxed), 0, "requests raced the close of an idle connection");
+    assert!(before > 50 && total - at_exit > 50, "too little load: {before} before, {} after", total - at_exit);
+    #[cfg(feature = "http2")]
+    assert!(
+        counts.h2_requests.load(Ordering::Relaxed) > 50 && counts.h2_goaways.load(Ordering::Relaxed) >= 4,
+        "the HTTP/2 clients ran and each saw the old process's GOAWAY"
+    );
+    // The download, served by the old process to its end, byte for byte.
+    let p = got.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
+    assert!(got.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&got[..p]));
+    assert_eq!(got.len() - p, BIG, "the whole body");
+    assert!(got[p..] == pseudo_random_bytes(BIG, 99)[..], "the body is exact");
+    // The old process stayed until the kernel had taken the rest of the body (a few MB of
+    // socket buffers at most): it did not leave at the signal.
+    assert!(read_at_exit >= BIG as u64 / 2, "the old process exited with {read_at_exit} of {BIG} bytes read");
+    if extra.is_empty() {
+        let log = srv.error_log();
+        assert!(log.contains(&format!("upgrade: process {new} serves")), "{log}");
+        assert!(log.contains("stats: "), "the old process logs its statistics as it hands over: {log}");
+        assert!(!log.contains("upgrade failed"), "{log}");
+    } else {
+        let err = String::from_utf8_lossy(&srv.stderr.lock().unwrap()).into_owned();
+        assert!(err.contains(&format!("upgrade: process {new} serves")), "{err}");
+        assert!(common::children_of(new).len() == 2, "the new parent runs two workers");
+    }
+    assert_eq!(srv.pid_file(), Some(new), "the old process leaves the new one's pid file");
+}
+
+/// Sends USR2 and waits for the failure line; the old process keeps serving, the pid file
+/// is unchanged, and exactly one line says why.
+fn upgrade_fails(srv: &mut Upgradable, why: &str) {
+    let old = srv.child.id();
+    let before = srv.error_log().matches("upgrade failed").count();
+    signal(old, "USR2");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while srv.error_log().matches("upgrade failed").count() == before && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    // Time for a second line, if there were one.
+    thread::sleep(Duration::from_millis(200));
+    let log = srv.error_log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("upgrade failed")).collect();
+    assert_eq!(lines.len(), before + 1, "one line says why: {log}");
+    assert!(lines[before].contains(why), "{log}");
+    assert!(srv.child.try_wait().unwrap().is_none(), "the old process keeps running");
+    assert_eq!(srv.pid_file(), Some(old));
+    for i in 0..FILES {
+        let mut conn = None;
+        assert!(matches!(get(srv.addr, &mut conn, i, false), Outcome::Ok), "the old process serves");
+    }
+}
+
+#[test]
+fn issue39_a_broken_binary_or_configuration_leaves_the_old_process_serving() {
+    let mut srv = Upgradable::start("", |_, root| make_files(root));
+    let exe = srv.dir().join("bin/ferrohttpd");
+    write_script(&exe, "#!/bin/sh\nexit 1\n");
+    upgrade_fails(&mut srv, "exited (exit status: 1) before serving");
+
+    fs::remove_file(&exe).unwrap();
+    upgrade_fails(&mut srv, "cannot start");
+
+    // The real binary, with a configuration that no longer loads.
+    install(BIN, &exe);
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let good = fs::read_to_string(&cfg).unwrap();
+    fs::write(&cfg, format!("{good}\n[server]\nbogus = 1\n")).unwrap();
+    upgrade_fails(&mut srv, "exited (exit status: 1) before serving");
+
+    // Fixed again: the upgrade goes through.
+    fs::write(&cfg, good).unwrap();
+    let old = srv.child.id();
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("the upgrade succeeds once fixed");
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some_and(|s| s.success()));
+    let mut conn = None;
+    assert!(matches!(get(srv.addr, &mut conn, 0, false), Outcome::Ok));
+    assert!(alive(new));
+}
+
+/// The listen addresses in the new configuration: a kept one keeps its socket (and its
+/// port 0's port), a new one is bound, a removed one is closed.
+#[test]
+fn issue39_the_new_process_keeps_binds_and_closes_listeners_by_its_configuration() {
+    let mut srv = Upgradable::start("listen = [\"127.0.0.1:0\", \"[::1]:0\"]", |_, root| make_files(root));
+    let v6 = srv.listening(common::parse_listening, SocketAddr::is_ipv6);
+    let extra = common::free_port();
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let text = fs::read_to_string(&cfg).unwrap();
+    let changed = text.replace(
+        "listen = [\"127.0.0.1:0\", \"[::1]:0\"]",
+        &format!("listen = [\"127.0.0.1:0\", \"127.0.0.1:{extra}\"]"),
+    );
+    assert_ne!(text, changed);
+    fs::write(&cfg, changed).unwrap();
+    let old = srv.child.id();
+    signal(old, "USR2");
+    srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some());
+    let mut conn = None;
+    assert!(matches!(get(srv.addr, &mut conn, 1, false), Outcome::Ok), "the kept port-0 address");
+    let added: SocketAddr = format!("127.0.0.1:{extra}").parse().unwrap();
+    assert!(matches!(get(added, &mut conn, 2, false), Outcome::Ok), "the added address");
+    assert!(TcpStream::connect_timeout(&v6, IO_TIMEOUT).is_err(), "the removed address refuses");
+}
+
+/// Sanity of the harness: the copy really is started from the temp dir.
+#[test]
+fn issue39_the_server_runs_from_its_copy() {
+    let srv = Upgradable::start("", |_, _| {});
+    let exe: PathBuf = fs::read_link(format!("/proc/{}/exe", srv.child.id())).unwrap();
+    assert!(exe.starts_with(fs::canonicalize(srv.dir()).unwrap()), "{}", exe.display());
+}
+
+/// A self-signed `localhost` certificate in `dir`.
+#[cfg(feature = "tls")]
+fn make_cert(dir: &Path) {
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-days", "30"])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"])
+        .arg("-keyout")
+        .arg(dir.join("localhost.key"))
+        .arg("-out")
+        .arg(dir.join("localhost.crt"))
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// One `openssl s_client` GET over TLS 1.3 with `sess` (`-sess_out`/`-sess_in` FILE): whether
+/// the session was resumed, and the output.
+#[cfg(feature = "tls")]
+fn tls_get(addr: SocketAddr, sess: &[&str]) -> (bool, String) {
+    use std::process::Stdio;
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-connect", &addr.to_string(), "-ign_eof", "-tls1_3", "-servername", "localhost"])
+        .args(sess)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_client runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"GET /u0.bin HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    drop(stdin);
+    let mut out = child.stdout.take().unwrap();
+    let reader = thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    if wait_exit(&mut child, Duration::from_secs(10)).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let text = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    (text.lines().any(|l| l.starts_with("Reused, ")), text)
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn issue39_a_tls_session_ticket_from_before_the_upgrade_resumes_after_it() {
+    let tls = "[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"\n";
+    let mut srv = Upgradable::start(tls, |dir, root| {
+        make_cert(dir);
+        make_files(root);
+    });
+    let addr = srv.listening(common::parse_listening_tls, |_| true);
+    let sess = srv.dir().join("session.pem");
+    let sess = sess.to_str().unwrap();
+    let (reused, text) = tls_get(addr, &["-sess_out", sess]);
+    assert!(!reused && text.contains("HTTP/1.1 200 "), "{text}");
+    let (reused, text) = tls_get(addr, &["-sess_in", sess]);
+    assert!(reused, "resumes before the upgrade: {text}");
+
+    let old = srv.child.id();
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some_and(|s| s.success()));
+    let (reused, text) = tls_get(addr, &["-sess_in", sess]);
+    assert!(text.contains("HTTP/1.1 200 "), "the new process serves TLS on the same socket: {text}");
+    assert!(reused, "the ticket issued by process {old} resumes with process {new}: {text}");
+}
+
+/// SIGHUP with other listen addresses: the added one serves, the removed one refuses, and
+/// the kept one never refused a connection, under load through the reload.
+#[test]
+fn issue39_sighup_adds_and_removes_listen_addresses_and_the_kept_one_never_refuses() {
+    let (kept, removed, added) = (common::free_port(), common::free_port(), common::free_port());
+    let listen = |a: u16, b: u16| format!("listen = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]");
+    let mut srv = Upgradable::start(&listen(kept, removed), |_, root| make_files(root));
+    let kept_addr: SocketAddr = format!("127.0.0.1:{kept}").parse().unwrap();
+    let removed_addr: SocketAddr = format!("127.0.0.1:{removed}").parse().unwrap();
+    let added_addr: SocketAddr = format!("127.0.0.1:{added}").parse().unwrap();
+    let mut conn = None;
+    assert!(matches!(get(removed_addr, &mut conn, 0, false), Outcome::Ok));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(Counts::default());
+    let clients = load(kept_addr, 4, 4, stop.clone(), counts.clone());
+    thread::sleep(Duration::from_millis(300));
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let text = fs::read_to_string(&cfg).unwrap();
+    fs::write(&cfg, text.replace(&listen(kept, removed), &listen(kept, added))).unwrap();
+    signal(srv.child.id(), "HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !srv.error_log().contains("configuration reloaded") && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let log = srv.error_log();
+    assert!(log.contains("configuration reloaded"), "{log}");
+    let failures = counts.failures.lock().unwrap().clone();
+    assert!(failures.is_empty(), "the kept address failed: {failures:?}");
+    assert!(counts.requests.load(Ordering::Relaxed) > 20);
+    assert!(matches!(get(added_addr, &mut conn, 1, false), Outcome::Ok), "the added address serves: {log}");
+    assert!(TcpStream::connect_timeout(&removed_addr, IO_TIMEOUT).is_err(), "the removed address refuses");
+    assert!(srv.child.try_wait().unwrap().is_none());
+}
+
+/// A listen address that cannot be bound fails the reload and changes nothing.
+#[test]
+fn issue39_sighup_with_an_address_that_cannot_be_bound_changes_nothing() {
+    let mut srv = Upgradable::start("", |_, root| make_files(root));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let text = fs::read_to_string(&cfg).unwrap();
+    let busy = format!("listen = [\"127.0.0.1:0\", \"{}\"]", taken.local_addr().unwrap());
+    fs::write(&cfg, text.replace("listen = [\"127.0.0.1:0\"]", &busy)).unwrap();
+    signal(srv.child.id(), "HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !srv.error_log().contains("reload failed") && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let log = srv.error_log();
+    assert!(log.contains("reload failed") && log.contains("cannot listen on"), "{log}");
+    let mut conn = None;
+    assert!(matches!(get(srv.addr, &mut conn, 0, false), Outcome::Ok), "the old address still serves");
+    assert!(srv.child.try_wait().unwrap().is_none());
+}
+
+/// Under systemd (`NotifyAccess=all`), the new process reports itself as the main process:
+/// `MAINPID=` on the notification socket, before the old one exits.
+#[test]
+fn issue39_the_new_process_tells_systemd_its_pid() {
+    use std::os::unix::net::UnixDatagram;
+    let sock_dir = TempDir::new().unwrap();
+    let path = sock_dir.path().join("notify");
+    let notify = UnixDatagram::bind(&path).unwrap();
+    notify.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut srv = Upgradable::start_env("", |_, _| {}, &[("NOTIFY_SOCKET", &path)]);
+    let old = srv.child.id();
+    signal(old, "USR2");
+    let mut buf = [0u8; 256];
+    let n = notify.recv(&mut buf).expect("a notification");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
+    assert_eq!(msg, format!("MAINPID={new}\n"));
+    assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some());
+}
+
+/// An HTTP/2 frame read whole: type, flags, stream, payload.
+#[cfg(feature = "http2")]
+fn h2_frame(s: &mut TcpStream) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head)?;
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload)?;
+    Ok((head[3], head[4], id, payload))
+}
+
+/// An h2c connection: preface, SETTINGS (a 16 MiB stream window) and the connection window
+/// opened as far.
+#[cfg(feature = "http2")]
+fn h2_open(addr: SocketAddr) -> Result<TcpStream, String> {
+    use common::h2::{frame, PREFACE};
+    let mut s = connect(addr)?;
+    s.set_nodelay(true).map_err(|e| format!("nodelay: {e}"))?;
+    let mut hello = PREFACE.to_vec();
+    hello.extend(frame(4, 0, 0, &[0, 4, 1, 0, 0, 0]));
+    hello.extend(frame(8, 0, 0, &(16u32 << 20).to_be_bytes()));
+    s.write_all(&hello).map_err(|e| format!("h2 preface: {e}"))?;
+    Ok(s)
+}
+
+/// One HTTP/2 client: GETs one at a time on its connection. GOAWAY is followed: a stream it
+/// covers completes, one past it is sent again on a new connection (RFC 9113 §6.8), and the
+/// connection is replaced once it closes.
+#[cfg(feature = "http2")]
+fn h2_client(addr: SocketAddr, c: usize, stop: &AtomicBool, counts: &Counts) {
+    use common::h2::{frame, get_block};
+    type H2Conn = (TcpStream, ferrohttpd::h2::hpack::Decoder, u32, bool);
+    let mut conn: Option<H2Conn> = None;
+    let mut n = c;
+    let fail = |e: String| counts.failures.lock().unwrap().push(format!("h2: {e}"));
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let i = n % FILES;
+        if conn.as_ref().is_none_or(|c| c.3) {
+            conn = match h2_open(addr) {
+                Ok(s) => Some((s, ferrohttpd::h2::hpack::Decoder::new(4096), 1, false)),
+                Err(e) => {
+                    fail(e);
+                    continue;
+                }
+            };
+        }
+        let Some((s, dec, next_id, going_away)) = conn.as_mut() else { continue };
+        let id = *next_id;
+        *next_id += 2;
+        if let Err(e) = s.write_all(&frame(1, 0x5, id, &get_block(&format!("/u{i}.bin"), &[]))) {
+            fail(format!("write: {e}"));
+            conn = None;
+            continue;
+        }
+        let (mut status, mut got, mut done, mut again) = (0u16, Vec::new(), false, false);
+        while !done {
+            match h2_frame(s) {
+                Ok((7, _, 0, p)) if p.len() >= 8 => {
+                    *going_away = true;
+                    counts.h2_goaways.fetch_add(1, Ordering::Relaxed);
+                    if u32::from_be_bytes([p[0], p[1], p[2], p[3]]) & 0x7fff_ffff < id {
+                        again = true;
+                        break;
+                    }
+                }
+                Ok((1, flags, sid, p)) if sid == id => {
+                    let _ = dec.decode(&p, 1 << 20, |k, v, _| {
+                        if k == b":status" {
+                            status = std::str::from_utf8(v).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                        }
+                        Ok::<(), ()>(())
+                    });
+                    done = flags & 1 != 0;
+                }
+                Ok((0, flags, sid, p)) if sid == id => {
+                    if !p.is_empty() {
+                        let _ = s.write_all(&frame(8, 0, 0, &(p.len() as u32).to_be_bytes()));
+                    }
+                    got.extend_from_slice(&p);
+                    done = flags & 1 != 0;
+                }
+                Ok((3, _, sid, _)) if sid == id => {
+                    again = true;
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    fail(format!("stream {id}: {e} after {} bytes (GOAWAY seen: {going_away})", got.len()));
+                    break;
+                }
+            }
+        }
+        if again {
+            counts.h2_retries.fetch_add(1, Ordering::Relaxed);
+            conn = None;
+            continue;
+        }
+        if done && (status != 200 || got != body(i)) {
+            fail(format!("stream {id}: status {status}, {} bytes", got.len()));
+        }
+        counts.h2_requests.fetch_add(u64::from(done), Ordering::Relaxed);
+        if !done {
+            conn = None;
+        }
+        counts.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
