@@ -285,6 +285,9 @@ struct Counts {
     h2_goaways: AtomicU64,
     /// Requests answered over TLS (HTTP/1.1 and HTTP/2).
     tls_requests: AtomicU64,
+    /// Keep-alive connections the server closed after a response (`Connection: close`):
+    /// plain, TLS.
+    closed: [AtomicU64; 2],
     failures: Mutex<Vec<String>>,
 }
 
@@ -336,10 +339,13 @@ fn load_h1(
                         outcome = get(&dial, &mut conn, i, keep);
                     }
                     match outcome {
-                        Outcome::Ok if dial.is_tls() => {
-                            counts.tls_requests.fetch_add(1, Ordering::Relaxed);
+                        Outcome::Ok => {
+                            let tls = dial.is_tls();
+                            counts.tls_requests.fetch_add(u64::from(tls), Ordering::Relaxed);
+                            if keep && conn.is_none() {
+                                counts.closed[usize::from(tls)].fetch_add(1, Ordering::Relaxed);
+                            }
                         }
-                        Outcome::Ok => {}
                         Outcome::Retry => counts.failures.lock().unwrap().push("closed twice before a response".into()),
                         Outcome::Failed(e) => {
                             counts.failures.lock().unwrap().push(e);
@@ -471,7 +477,7 @@ fn upgrade_under_load(workers: usize) {
     let tls_total = counts.tls_requests.load(Ordering::Relaxed);
     let failures = counts.failures.lock().unwrap().clone();
     eprintln!(
-        "upgrade under load (workers = {workers}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries, HTTP/2: {} requests, {} GOAWAY frames, {} streams past a GOAWAY sent again; over TLS {tls_total} requests ({tls_before} before, {} after); large download {} bytes in {took:?}",
+        "upgrade under load (workers = {workers}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries, HTTP/2: {} requests, {} GOAWAY frames, {} streams past a GOAWAY sent again; over TLS {tls_total} requests ({tls_before} before, {} after); keep-alive connections closed after a response: {} plain, {} TLS; large download {} bytes in {took:?}",
         before,
         total - at_exit,
         failures.len(),
@@ -480,6 +486,8 @@ fn upgrade_under_load(workers: usize) {
         counts.h2_goaways.load(Ordering::Relaxed),
         counts.h2_retries.load(Ordering::Relaxed),
         tls_total - tls_at_exit,
+        counts.closed[0].load(Ordering::Relaxed),
+        counts.closed[1].load(Ordering::Relaxed),
         got.len()
     );
     assert!(failures.is_empty(), "{} failed requests: {:?}", failures.len(), &failures[..failures.len().min(10)]);
@@ -487,6 +495,9 @@ fn upgrade_under_load(workers: usize) {
     // request in flight: no client had to retry.
     assert_eq!(counts.retries.load(Ordering::Relaxed), 0, "requests raced the close of an idle connection");
     assert!(before > 50 && total - at_exit > 50, "too little load: {before} before, {} after", total - at_exit);
+    // Every keep-alive connection to the old process ended with a response saying
+    // `Connection: close` (none was closed under a request: 0 retries above).
+    assert!(counts.closed[0].load(Ordering::Relaxed) >= 16, "the plain keep-alive connections were closed gracefully");
     #[cfg(feature = "http2")]
     {
         #[cfg(feature = "tls")]
@@ -498,13 +509,20 @@ fn upgrade_under_load(workers: usize) {
             "the HTTP/2 clients ran and each saw the old process's GOAWAY"
         );
     }
-    // The TLS clients were served by both processes: the new one took over the TLS socket.
+    // The TLS clients were served by both processes: the new one took over the TLS socket,
+    // and each keep-alive connection to the old one ended with `Connection: close`.
     #[cfg(feature = "tls")]
-    assert!(
-        tls_before > 20 && tls_total - tls_at_exit > 20,
-        "too little TLS load: {tls_before} before, {} after",
-        tls_total - tls_at_exit
-    );
+    {
+        assert!(
+            tls_before > 20 && tls_total - tls_at_exit > 20,
+            "too little TLS load: {tls_before} before, {} after",
+            tls_total - tls_at_exit
+        );
+        assert!(
+            counts.closed[1].load(Ordering::Relaxed) >= TLS_CLIENTS.0 as u64,
+            "the TLS keep-alive connections were closed gracefully"
+        );
+    }
     // The download, served by the old process to its end, byte for byte.
     let p = got.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
     assert!(got.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&got[..p]));
