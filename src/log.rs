@@ -173,6 +173,20 @@ pub struct TlsInfo {
 pub struct Pending {
     line: Vec<u8>,
     split: usize,
+    /// Where the three digits of the status are, for an ending that changes it (499).
+    status_at: usize,
+}
+
+impl Pending {
+    /// Writes `status` (three digits) over the one the record was begun with: a request
+    /// that ended before its response started is logged 499, as nginx does.
+    pub fn set_status(&mut self, status: u16) {
+        let mut buf = itoa::Buffer::new();
+        let digits = buf.format(status).as_bytes();
+        if let Some(at) = self.line.get_mut(self.status_at..self.status_at + digits.len()) {
+            at.copy_from_slice(digits);
+        }
+    }
 }
 
 pub struct AccessLog {
@@ -241,6 +255,7 @@ impl AccessLog {
                     RequestLine::Raw(b) => escape_clf(out, clip(b)),
                 }
                 out.extend_from_slice(b"\" ");
+                p.status_at = out.len();
                 out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
                 out.push(b' ');
                 p.split = out.len();
@@ -295,6 +310,7 @@ impl AccessLog {
                     out.extend_from_slice(b"\",");
                 }
                 out.extend_from_slice(b"\"status\":");
+                p.status_at = out.len();
                 out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
                 out.extend_from_slice(b",\"bytes\":");
                 p.split = out.len();
