@@ -419,7 +419,7 @@ impl Conn {
                 finish_stream(cx, s, false);
             }
             for (_, fields) in h.paused.drain(..) {
-                self.h2_paused_gone(cx, &fields);
+                self.h2_unanswered(cx, &fields);
             }
         }
     }
@@ -594,7 +594,8 @@ impl Conn {
                 Event::Request { stream, fields } if self.h2.as_ref().is_some_and(|h| h.session.is_open(stream)) => {
                     self.h2_request(cx, stream, fields)
                 }
-                Event::Request { .. } => {}
+                // Read, but reset before it was answered: 499, as nginx logs it.
+                Event::Request { fields, .. } => self.h2_unanswered(cx, &fields),
                 Event::Priority { stream } => {
                     let Some(h) = &mut self.h2 else { return Err(()) };
                     let prio = h.session.priority(stream);
@@ -606,7 +607,7 @@ impl Conn {
                     let Some(h) = &mut self.h2 else { return Err(()) };
                     if let Some(i) = h.paused.iter().position(|(id, _)| *id == stream) {
                         let (_, fields) = h.paused.remove(i);
-                        self.h2_paused_gone(cx, &fields);
+                        self.h2_unanswered(cx, &fields);
                     } else if let Some(i) = h.streams.iter().position(|s| s.id == stream) {
                         if let Some(s) = h.streams.remove(i) {
                             finish_stream(cx, s, false);
@@ -630,9 +631,10 @@ impl Conn {
         }
     }
 
-    /// A request paused for a password verification whose stream or connection ended before
-    /// it was answered: logged and counted 499, as nginx does.
-    fn h2_paused_gone(&self, cx: &mut Ctx, fields: &Fields) {
+    /// A request read but not answered: reset by the client in the same input, or paused for
+    /// a password verification when its stream or connection ended. Logged and counted 499,
+    /// as nginx does.
+    fn h2_unanswered(&self, cx: &mut Ctx, fields: &Fields) {
         let limits = Limits { max_uri_bytes: cx.cfg.max_uri_bytes, ..cx.limits };
         let Ok(req) = fields.request(&limits) else { return };
         let mut ex = Exchange::new(self.sock.as_raw_fd(), self.peer, cx.clock.now);
