@@ -12,7 +12,7 @@
 mod common;
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::TcpStream;
 use std::path::Path;
 use std::thread;
@@ -186,6 +186,7 @@ fn h1_client_gone_before_the_response_started_is_logged_499() {
 mod h2 {
     use super::common::h2::*;
     use super::*;
+    use std::io::Write;
 
     /// The initial flow-control window the client never opens further.
     const WINDOW: u64 = 65_535;
