@@ -567,3 +567,39 @@ fn an_unusable_state_dir_stops_the_start_and_check_config() {
         assert!(err.contains(&format!("acme.state_dir {}", state.display())) && err.contains("cannot create"), "{err}");
     }
 }
+
+/// The one-line case: `ferrohttpd DIR --domain NAME --email ADDR`, with the plain address
+/// given by `--listen` and the HTTPS one by the configuration (which has no `domains` and
+/// no certificate: `--domain` completes it), gets its certificate by HTTP-01 on the
+/// `--listen` address.
+#[test]
+fn domain_on_the_command_line_gets_its_certificate() {
+    if !have_pebble() {
+        return;
+    }
+    let (http, tls) = (free_port(), free_port());
+    let pebble = Pebble::start(http, tls, 3600, false);
+    let config = format!(
+        "[log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n[tls]\nlisten = [\"127.0.0.1:{tls}\"]\n\
+         [acme]\ndirectory = \"{}\"\nca_roots = \"{}\"\nstate_dir = \"{{dir}}/acme\"\nchallenges = [\"http-01\"]\n",
+        pebble.directory(),
+        pebble.ca_roots().display()
+    );
+    let listen = format!("127.0.0.1:{http}");
+    let srv = Server::builder()
+        .raw_config(&config)
+        .args(&["{root}", "--domain", "localhost", "--email", "admin@example.org", "--listen", &listen])
+        .start();
+    assert_eq!(srv.port(), http);
+    let root = pebble.issuing_root();
+    let took = wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
+    eprintln!("issued in {took:?} after the server started listening");
+    // Validated on the --listen address: the CA's fetch is in its access log.
+    let log = fs::read_to_string(srv.access_log_path()).unwrap_or_default();
+    assert!(log.contains("GET /.well-known/acme-challenge/"), "{log}\n{}", srv.stderr_text());
+    assert_eq!(
+        fetch("localhost", tls, "/file.txt", &root).stdout_text(),
+        fs::read_to_string(srv.root().join("file.txt")).unwrap()
+    );
+    assert!(srv.dir().join("acme/account.json").is_file() && srv.dir().join("acme/localhost.crt").is_file());
+}

@@ -1209,6 +1209,33 @@ impl Ctx<'_> {
     }
 }
 
+/// An `[acme] domains` name (or a `--domain`), lowercased without its trailing dot: a DNS
+/// name of letters, digits and hyphens in labels of 1 to 63 (it also names files in
+/// `state_dir`), not an IP address (that needs RFC 8738), no wildcard (that needs DNS-01).
+pub(crate) fn acme_name(d: &str) -> Result<String, String> {
+    let name = d.strip_suffix('.').unwrap_or(d).to_ascii_lowercase();
+    if name.contains('*') {
+        return Err(format!("\"{d}\": wildcards need DNS-01, not supported"));
+    }
+    let valid = name.len() <= 253
+        && name.split('.').all(|l| {
+            (1..=63).contains(&l.len())
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+        && !name.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    if !valid {
+        return Err(format!("\"{d}\" is not a host name"));
+    }
+    Ok(name)
+}
+
+/// An `[acme] email` (or `--email`) that can be an account contact: an `@`, no blanks.
+pub(crate) fn acme_email_ok(e: &str) -> bool {
+    e.contains('@') && !e.contains(|c: char| c.is_whitespace() || c.is_control())
+}
+
 impl Ctx<'_> {
     /// `[acme]`: names checked as `[[vhost]]` hosts are (no wildcard: that needs DNS-01),
     /// the directory an https URL, challenges known and listed once, EAB both or neither.
@@ -1217,27 +1244,7 @@ impl Ctx<'_> {
         if let Some(v) = a.domains {
             let mut names: Vec<String> = Vec::new();
             for d in v.get_ref() {
-                let name = d.strip_suffix('.').unwrap_or(d).to_ascii_lowercase();
-                // DNS names only (they also name files in state_dir): letters, digits and
-                // hyphens in labels of 1 to 63, not an IP address (that needs RFC 8738).
-                let valid = name.len() <= 253
-                    && name.split('.').all(|l| {
-                        (1..=63).contains(&l.len())
-                            && !l.starts_with('-')
-                            && !l.ends_with('-')
-                            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                    })
-                    && !name.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-                if name.contains('*') {
-                    return self.err(
-                        "acme.domains",
-                        v.span(),
-                        format_args!("\"{d}\": wildcards need DNS-01, not supported"),
-                    );
-                }
-                if !valid {
-                    return self.err("acme.domains", v.span(), format_args!("\"{d}\" is not a host name"));
-                }
+                let name = acme_name(d).or_else(|e| self.err("acme.domains", v.span(), e))?;
                 if names.contains(&name) {
                     return self.err("acme.domains", v.span(), format_args!("\"{d}\" is listed twice"));
                 }
@@ -1247,7 +1254,7 @@ impl Ctx<'_> {
         }
         if let Some(v) = a.email {
             let e = v.get_ref();
-            if !e.is_empty() && (!e.contains('@') || e.contains(|c: char| c.is_whitespace() || c.is_control())) {
+            if !e.is_empty() && !acme_email_ok(e) {
                 return self.err("acme.email", v.span(), "must be an e-mail address (or empty: no contact)");
             }
             out.email = Some(e.clone()).filter(|e| !e.is_empty());
