@@ -603,3 +603,29 @@ fn domain_on_the_command_line_gets_its_certificate() {
     );
     assert!(srv.dir().join("acme/account.json").is_file() && srv.dir().join("acme/localhost.crt").is_file());
 }
+
+/// `[[vhost]] acme = true`: the vhost's host is ordered with no `domains` in `[acme]`, and
+/// its HTTPS requests are served from its own root with that certificate.
+#[test]
+fn a_vhost_with_acme_gets_its_certificate() {
+    if !have_pebble() {
+        return;
+    }
+    let (http, tls) = (free_port(), free_port());
+    let pebble = Pebble::start(http, tls, 3600, false);
+    let config = acme_config(http, tls, &pebble.directory(), &pebble.ca_roots(), "", "").replace(
+        "[acme]\ndomains = []\n",
+        "[[vhost]]\nhost = \"LocalHost\"\nroot = \"{dir}/site\"\nacme = true\n[acme]\n",
+    );
+    let srv = Server::builder()
+        .raw_config(&config)
+        .setup(|dir, _| {
+            fs::create_dir(dir.join("site")).unwrap();
+            fs::write(dir.join("site/file.txt"), "the vhost's own file\n").unwrap();
+        })
+        .start();
+    let root = pebble.issuing_root();
+    wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
+    assert_eq!(fetch("localhost", tls, "/file.txt", &root).stdout_text(), "the vhost's own file\n");
+    assert!(srv.stderr_text().contains("acme: localhost: certificate obtained in"), "{}", srv.stderr_text());
+}
