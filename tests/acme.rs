@@ -243,9 +243,10 @@ fn wait_stderr(srv: &Server, what: &str, limit: Duration) {
 }
 
 /// HTTP-01 for `localhost`: issued at start and served with a chain that verifies against
-/// Pebble's root, while plain HTTP answers throughout; a restart reuses the account and
-/// the certificate (no new order); the short-lived certificate is renewed while a client
-/// keeps fetching over HTTPS, with no failed request.
+/// Pebble's root, while plain HTTP answers throughout; a restart with `workers = 2` reuses
+/// the account and the certificate (no new order); the short-lived certificate is renewed
+/// by one worker while a client keeps fetching over HTTPS, with no failed request, and then
+/// every worker serves the new serial.
 #[test]
 fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
     if !have_pebble() {
@@ -286,16 +287,20 @@ fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
     assert!(status.contains("acme: localhost expires ") && status.contains("last_error -"), "{status}");
     drop(srv);
 
-    // A restart: the same certificate at once, no new order, no new account.
+    // A restart, now with two workers: the same certificate at once from each (SO_REUSEPORT
+    // spreads the connections), no new order, no new account.
     let orders = pebble.orders();
-    let srv = Server::builder().raw_config(&config).start();
-    assert_eq!(fetch("localhost", tls, "/file.txt", &root).code, Some(0), "{}", srv.stderr_text());
-    assert_eq!(served("localhost", tls).0, serial);
+    let srv = Server::builder().raw_config(&config.replace("[server]\n", "[server]\nworkers = 2\n")).start();
+    for _ in 0..10 {
+        assert_eq!(fetch("localhost", tls, "/file.txt", &root).code, Some(0), "{}", srv.stderr_text());
+        assert_eq!(served("localhost", tls).0, serial);
+    }
     thread::sleep(Duration::from_millis(500));
     assert_eq!(pebble.orders(), orders, "a restart ordered again:\n{}", srv.stderr_text());
     assert!(!srv.stderr_text().contains("account created"), "{}", srv.stderr_text());
 
-    // Renewal: due with a third of the 60 s left. A client fetches all along.
+    // Renewal: due with a third of the 60 s left; one worker orders, the other installs the
+    // new certificate from state_dir. A client fetches all along.
     let start = Instant::now();
     let mut fetched = 0;
     let renewed_in = loop {
@@ -312,9 +317,15 @@ fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
     for l in srv.stderr_text().lines().filter(|l| l.contains("acme: ")) {
         eprintln!("{l}");
     }
-    for _ in 0..5 {
+    // Within the watchers' 1 s poll, every worker serves the new serial to new connections.
+    thread::sleep(Duration::from_millis(1500));
+    let renewed = served("localhost", tls).0;
+    for _ in 0..20 {
         assert_eq!(fetch("localhost", tls, "/file.txt", &root).code, Some(0));
+        assert_eq!(served("localhost", tls).0, renewed, "a worker still serves the old certificate");
     }
+    let err = srv.stderr_text();
+    assert_eq!(err.matches("renewing a certificate").count(), 1, "one worker orders:\n{err}");
 }
 
 /// TLS-ALPN-01 for two names (the second resolved by pebble-challtestsrv), each with a
