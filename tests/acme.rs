@@ -606,8 +606,11 @@ fn domain_on_the_command_line_gets_its_certificate() {
     let took = wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
     eprintln!("issued in {took:?} after the server started listening");
     // Validated on the --listen address: the CA's fetch is in its access log.
-    let log = fs::read_to_string(srv.access_log_path()).unwrap_or_default();
-    assert!(log.contains("GET /.well-known/acme-challenge/"), "{log}\n{}", srv.stderr_text());
+    let start = Instant::now();
+    while !fs::read_to_string(srv.access_log_path()).unwrap_or_default().contains("GET /.well-known/acme-challenge/") {
+        assert!(start.elapsed() < Duration::from_secs(10), "no challenge in the access log:\n{}", srv.stderr_text());
+        thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(
         fetch("localhost", tls, "/file.txt", &root).stdout_text(),
         fs::read_to_string(srv.root().join("file.txt")).unwrap()
