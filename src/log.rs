@@ -173,6 +173,20 @@ pub struct TlsInfo {
 pub struct Pending {
     line: Vec<u8>,
     split: usize,
+    /// Where the three digits of the status are, for an ending that changes it (499).
+    status_at: usize,
+}
+
+impl Pending {
+    /// Writes `status` (three digits) over the one the record was begun with: a request
+    /// that ended before its response started is logged 499, as nginx does.
+    pub fn set_status(&mut self, status: u16) {
+        let mut buf = itoa::Buffer::new();
+        let digits = buf.format(status).as_bytes();
+        if let Some(at) = self.line.get_mut(self.status_at..self.status_at + digits.len()) {
+            at.copy_from_slice(digits);
+        }
+    }
 }
 
 pub struct AccessLog {
@@ -241,6 +255,7 @@ impl AccessLog {
                     RequestLine::Raw(b) => escape_clf(out, clip(b)),
                 }
                 out.extend_from_slice(b"\" ");
+                p.status_at = out.len();
                 out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
                 out.push(b' ');
                 p.split = out.len();
@@ -295,6 +310,7 @@ impl AccessLog {
                     out.extend_from_slice(b"\",");
                 }
                 out.extend_from_slice(b"\"status\":");
+                p.status_at = out.len();
                 out.extend_from_slice(itoa::Buffer::new().format(r.status).as_bytes());
                 out.extend_from_slice(b",\"bytes\":");
                 p.split = out.len();
@@ -441,6 +457,17 @@ mod tests {
     }
 
     fn line_as(format: LogFormat, thttpd: bool, rl: RequestLine<'_>, ua: Option<&[u8]>) -> String {
+        line_with(format, thttpd, rl, ua, None)
+    }
+
+    /// The record, with its status rewritten to `status` before the byte count is added.
+    fn line_with(
+        format: LogFormat,
+        thttpd: bool,
+        rl: RequestLine<'_>,
+        ua: Option<&[u8]>,
+        status: Option<u16>,
+    ) -> String {
         let log = AccessLog {
             target: LogTarget::Off,
             syslog: false,
@@ -465,10 +492,22 @@ mod tests {
                 tls: None,
             },
         );
+        if let Some(status) = status {
+            p.set_status(status);
+        }
         let mut s = p.line[..p.split].to_vec();
         s.extend_from_slice(b"42");
         s.extend_from_slice(&p.line[p.split..]);
         String::from_utf8(s).unwrap()
+    }
+
+    #[test]
+    fn status_is_rewritten_in_place_for_an_aborted_request() {
+        let rl = || RequestLine::Parsed { method: "GET", target: "/200", minor: 1 };
+        let l = line_with(LogFormat::Combined, false, rl(), Some(b"200"), Some(499));
+        assert_eq!(l, "127.0.0.1 - - [06/Nov/1994:08:49:37 +0000] \"GET /200 HTTP/1.1\" 499 42 \"-\" \"200\"\n");
+        let l = line_with(LogFormat::Json, false, rl(), None, Some(499));
+        assert!(l.contains("\"uri\":\"/200\",\"protocol\":\"HTTP/1.1\",\"status\":499,\"bytes\":42,"), "{l}");
     }
 
     #[test]

@@ -470,6 +470,11 @@ impl Server {
             }
             if let Some(deadline) = self.shutdown_deadline {
                 if self.conns.is_empty() || now >= deadline {
+                    // Transfers still going are cut: each is logged with the bytes it sent.
+                    let left: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+                    for key in left {
+                        self.close(key);
+                    }
                     self.cx.access.flush();
                     return Ok(());
                 }

@@ -20,6 +20,10 @@ pub struct Counters {
     pub classes: [u64; 6],
     /// Of `requests`, those that came over HTTP/2.
     pub http2_requests: u64,
+    /// Of `requests`, those whose response did not complete: the client closed or reset the
+    /// connection (or the HTTP/2 stream), or a deadline or the end of `shutdown_timeout`
+    /// cut it. Each is also counted as a response of its status (499 if none had started).
+    pub aborted: u64,
     /// TLS handshakes (all zero without TLS listeners).
     pub tls: TlsCounters,
 }
@@ -183,6 +187,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             let _ = writeln!(t, "defer_accept: {on} switched_on {}", c.defer_switches);
             let _ = writeln!(t, "requests: {}", c.requests);
             let _ = writeln!(t, "requests_http2: {}", c.http2_requests);
+            let _ = writeln!(t, "requests_aborted: {}", c.aborted);
             let _ = writeln!(t, "bytes_sent: {}", c.bytes);
             for (i, name) in classes.iter().enumerate() {
                 let _ = writeln!(t, "responses_{name}: {}", c.classes[i + 1]);
@@ -221,7 +226,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\"started_unix\":{},\
                  \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{},\"proxy_header_errors\":{}}},\
                  \"defer_accept\":{{\"on\":{},\"switched_on\":{}}},\
-                 \"requests\":{},\"requests_http2\":{},\"bytes_sent\":{},\"responses\":{{",
+                 \"requests\":{},\"requests_http2\":{},\"requests_aborted\":{},\"bytes_sent\":{},\"responses\":{{",
                 s.version,
                 s.pid,
                 s.uptime_secs,
@@ -237,6 +242,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 c.defer_switches,
                 c.requests,
                 c.http2_requests,
+                c.aborted,
                 c.bytes
             );
             for (i, name) in classes.iter().enumerate() {
@@ -353,6 +359,12 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             );
             metric("requests_total", "counter", "Requests answered.", &[("", c.requests)]);
             metric("http2_requests_total", "counter", "Of them, over HTTP/2.", &[("", c.http2_requests)]);
+            metric(
+                "aborted_requests_total",
+                "counter",
+                "Of them, responses that did not complete (client gone, deadline, shutdown).",
+                &[("", c.aborted)],
+            );
             metric("sent_bytes_total", "counter", "Body bytes sent.", &[("", c.bytes)]);
             let rows: Vec<(String, u64)> =
                 classes.iter().enumerate().map(|(i, n)| (format!("{{class=\"{n}\"}}"), c.classes[i + 1])).collect();

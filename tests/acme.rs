@@ -243,9 +243,10 @@ fn wait_stderr(srv: &Server, what: &str, limit: Duration) {
 }
 
 /// HTTP-01 for `localhost`: issued at start and served with a chain that verifies against
-/// Pebble's root, while plain HTTP answers throughout; a restart reuses the account and
-/// the certificate (no new order); the short-lived certificate is renewed while a client
-/// keeps fetching over HTTPS, with no failed request.
+/// Pebble's root, while plain HTTP answers throughout; a restart with `workers = 2` reuses
+/// the account and the certificate (no new order); the short-lived certificate is renewed
+/// by one worker while a client keeps fetching over HTTPS, with no failed request, and then
+/// every worker serves the new serial.
 #[test]
 fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
     if !have_pebble() {
@@ -286,16 +287,20 @@ fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
     assert!(status.contains("acme: localhost expires ") && status.contains("last_error -"), "{status}");
     drop(srv);
 
-    // A restart: the same certificate at once, no new order, no new account.
+    // A restart, now with two workers: the same certificate at once from each (SO_REUSEPORT
+    // spreads the connections), no new order, no new account.
     let orders = pebble.orders();
-    let srv = Server::builder().raw_config(&config).start();
-    assert_eq!(fetch("localhost", tls, "/file.txt", &root).code, Some(0), "{}", srv.stderr_text());
-    assert_eq!(served("localhost", tls).0, serial);
+    let srv = Server::builder().raw_config(&config.replace("[server]\n", "[server]\nworkers = 2\n")).start();
+    for _ in 0..10 {
+        assert_eq!(fetch("localhost", tls, "/file.txt", &root).code, Some(0), "{}", srv.stderr_text());
+        assert_eq!(served("localhost", tls).0, serial);
+    }
     thread::sleep(Duration::from_millis(500));
     assert_eq!(pebble.orders(), orders, "a restart ordered again:\n{}", srv.stderr_text());
     assert!(!srv.stderr_text().contains("account created"), "{}", srv.stderr_text());
 
-    // Renewal: due with a third of the 60 s left. A client fetches all along.
+    // Renewal: due with a third of the 60 s left; one worker orders, the other installs the
+    // new certificate from state_dir. A client fetches all along.
     let start = Instant::now();
     let mut fetched = 0;
     let renewed_in = loop {
@@ -312,9 +317,15 @@ fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
     for l in srv.stderr_text().lines().filter(|l| l.contains("acme: ")) {
         eprintln!("{l}");
     }
-    for _ in 0..5 {
+    // Within the watchers' 1 s poll, every worker serves the new serial to new connections.
+    thread::sleep(Duration::from_millis(1500));
+    let renewed = served("localhost", tls).0;
+    for _ in 0..20 {
         assert_eq!(fetch("localhost", tls, "/file.txt", &root).code, Some(0));
+        assert_eq!(served("localhost", tls).0, renewed, "a worker still serves the old certificate");
     }
+    let err = srv.stderr_text();
+    assert_eq!(err.matches("renewing a certificate").count(), 1, "one worker orders:\n{err}");
 }
 
 /// TLS-ALPN-01 for two names (the second resolved by pebble-challtestsrv), each with a
@@ -566,4 +577,69 @@ fn an_unusable_state_dir_stops_the_start_and_check_config() {
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(err.contains(&format!("acme.state_dir {}", state.display())) && err.contains("cannot create"), "{err}");
     }
+}
+
+/// The one-line case: `ferrohttpd DIR --domain NAME --email ADDR`, with the plain address
+/// given by `--listen` and the HTTPS one by the configuration (which has no `domains` and
+/// no certificate: `--domain` completes it), gets its certificate by HTTP-01 on the
+/// `--listen` address.
+#[test]
+fn domain_on_the_command_line_gets_its_certificate() {
+    if !have_pebble() {
+        return;
+    }
+    let (http, tls) = (free_port(), free_port());
+    let pebble = Pebble::start(http, tls, 3600, false);
+    let config = format!(
+        "[log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n[tls]\nlisten = [\"127.0.0.1:{tls}\"]\n\
+         [acme]\ndirectory = \"{}\"\nca_roots = \"{}\"\nstate_dir = \"{{dir}}/acme\"\nchallenges = [\"http-01\"]\n",
+        pebble.directory(),
+        pebble.ca_roots().display()
+    );
+    let listen = format!("127.0.0.1:{http}");
+    let srv = Server::builder()
+        .raw_config(&config)
+        .args(&["{root}", "--domain", "localhost", "--email", "admin@example.org", "--listen", &listen])
+        .start();
+    assert_eq!(srv.port(), http);
+    let root = pebble.issuing_root();
+    let took = wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
+    eprintln!("issued in {took:?} after the server started listening");
+    // Validated on the --listen address: the CA's fetch is in its access log.
+    let start = Instant::now();
+    while !fs::read_to_string(srv.access_log_path()).unwrap_or_default().contains("GET /.well-known/acme-challenge/") {
+        assert!(start.elapsed() < Duration::from_secs(10), "no challenge in the access log:\n{}", srv.stderr_text());
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        fetch("localhost", tls, "/file.txt", &root).stdout_text(),
+        fs::read_to_string(srv.root().join("file.txt")).unwrap()
+    );
+    assert!(srv.dir().join("acme/account.json").is_file() && srv.dir().join("acme/localhost.crt").is_file());
+}
+
+/// `[[vhost]] acme = true`: the vhost's host is ordered with no `domains` in `[acme]`, and
+/// its HTTPS requests are served from its own root with that certificate.
+#[test]
+fn a_vhost_with_acme_gets_its_certificate() {
+    if !have_pebble() {
+        return;
+    }
+    let (http, tls) = (free_port(), free_port());
+    let pebble = Pebble::start(http, tls, 3600, false);
+    let config = acme_config(http, tls, &pebble.directory(), &pebble.ca_roots(), "", "").replace(
+        "[acme]\ndomains = []\n",
+        "[[vhost]]\nhost = \"LocalHost\"\nroot = \"{dir}/site\"\nacme = true\n[acme]\n",
+    );
+    let srv = Server::builder()
+        .raw_config(&config)
+        .setup(|dir, _| {
+            fs::create_dir(dir.join("site")).unwrap();
+            fs::write(dir.join("site/file.txt"), "the vhost's own file\n").unwrap();
+        })
+        .start();
+    let root = pebble.issuing_root();
+    wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
+    assert_eq!(fetch("localhost", tls, "/file.txt", &root).stdout_text(), "the vhost's own file\n");
+    assert!(srv.stderr_text().contains("acme: localhost: certificate obtained in"), "{}", srv.stderr_text());
 }

@@ -37,7 +37,7 @@ _ferrohttpd() {
         mapfile -t COMPREPLY < <(compgen -d -- "$cur")
         return
         ;;
-    --port | --listen)
+    --port | --listen | --domain | --email)
         return
         ;;
     --config)
@@ -74,7 +74,7 @@ _ferrohttpd() {
 
     local flags="-C -p -d -r -nor -dd -s -nos -v -nov -g -nog -u -c -t -h -l -i -T -P -M -V -D"
     local long="--config --check-config --help --version"
-    local ours="--port --listen --root"
+    local ours="--port --listen --root --domain --email"
     if [[ $cmd == thttpd ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$flags $long" -- "$cur")
     elif [[ $cur != -* ]]; then

@@ -33,7 +33,8 @@ use crate::thttpd::args::{self, Parsed, Settings};
 
 /// ferrohttpd's usage text (`--help`, and after a command-line error).
 pub const USAGE: &str = "\
-usage: ferrohttpd [DIR] [--port N] [--listen ADDR]... [--config FILE] [thttpd flags...]
+usage: ferrohttpd [DIR] [--port N] [--listen ADDR]... [--domain NAME]... [--email ADDR]
+                  [--config FILE] [thttpd flags...]
        ferrohttpd --check-config [--config FILE] [...]
        ferrohttpd compress DIR [--min-size N] [--encodings br,zstd,gzip] [-v]
 
@@ -42,6 +43,7 @@ text on demand; `--version` lists which of these optional parts this build has.
 
   ferrohttpd .                       serve this directory on port 8080
   ferrohttpd --port 8000 site        serve ./site on port 8000
+  ferrohttpd --domain example.org .  HTTPS for example.org (port 443), certificate by ACME
   ferrohttpd --config site.toml      everything else: see ferrohttpd.toml(5)
 
 options:
@@ -50,6 +52,10 @@ options:
   --port N         listen on port N (on every listen address)
   --listen ADDR    listen on ADDR: HOST:PORT, [IPv6]:PORT, or :PORT for every address;
                    repeatable, replaces the configuration's listen addresses
+  --domain NAME    get and renew a certificate for NAME by ACME (Let's Encrypt unless
+                   [acme] directory says otherwise); repeatable. Unless given otherwise,
+                   listens on port 80 (HTTP-01 and a redirect to HTTPS) and 443 (HTTPS)
+  --email ADDR     the ACME account's contact address (optional)
   --config FILE    read this TOML configuration (default: built-in defaults)
   --check-config   validate the configuration, print a summary and exit
   --help           print this help and exit
@@ -249,6 +255,7 @@ pub fn parse_as<I: IntoIterator<Item = OsString>>(mode: Mode, args: I) -> Result
     let mut config: Option<PathBuf> = None;
     let mut check = false;
     let mut listen: Vec<String> = Vec::new();
+    let mut acme = AcmeArgs::default();
     let mut positional: Option<OsString> = None;
     let mut rest: Vec<OsString> = Vec::with_capacity(args.len());
     let mut it = args.into_iter();
@@ -283,6 +290,19 @@ pub fn parse_as<I: IntoIterator<Item = OsString>>(mode: Mode, args: I) -> Result
                 let v = value(name)?;
                 listen.push(v.to_str().ok_or_else(|| usage_err(format!("--listen {v:?}: not text")))?.to_string());
             }
+            "--domain" if ours => {
+                let v = value(name)?;
+                let d = v.to_str().ok_or_else(|| usage_err(format!("--domain {v:?}: not text")))?;
+                let d = super::raw::acme_name(d).map_err(|e| plain_err(format!("--domain {e}")))?;
+                if !acme.domains.contains(&d) {
+                    acme.domains.push(d);
+                }
+            }
+            "--email" if ours => {
+                let v = value(name)?;
+                let e = v.to_str().filter(|e| super::raw::acme_email_ok(e));
+                acme.email = Some(e.ok_or_else(|| plain_err(format!("--email {v:?}: not an e-mail address")))?.into());
+            }
             _ if takes_value(a) => {
                 rest.push(arg);
                 if let Some(v) = it.next() {
@@ -303,7 +323,7 @@ pub fn parse_as<I: IntoIterator<Item = OsString>>(mode: Mode, args: I) -> Result
         Parsed::Run(s) => s,
     };
     let listen = listen.iter().map(|a| parse_listen_arg(a)).collect::<Result<Vec<_>, _>>()?;
-    let launch = build(mode, settings, config, listen.concat())?;
+    let launch = build(mode, settings, config, listen.concat(), acme)?;
     Ok(if check { Command::CheckConfig(Box::new(launch)) } else { Command::Run(Box::new(launch)) })
 }
 
@@ -344,8 +364,22 @@ fn takes_value(flag: &str) -> bool {
     matches!(flag, "-C" | "-p" | "-d" | "-dd" | "-u" | "-c" | "-t" | "-h" | "-l" | "-i" | "-T" | "-P" | "-M")
 }
 
+/// `--domain NAME`... and `--email ADDR`: the one-line way to automatic HTTPS.
+#[derive(Default)]
+struct AcmeArgs {
+    /// Checked and lowercased as `[acme] domains` are, each once.
+    domains: Vec<String>,
+    email: Option<String>,
+}
+
 /// Builds the configuration from thttpd settings and an optional TOML base.
-fn build(mode: Mode, s: Settings, config: Option<PathBuf>, listen: Vec<SocketAddr>) -> Result<Launch, CliError> {
+fn build(
+    mode: Mode,
+    s: Settings,
+    config: Option<PathBuf>,
+    listen: Vec<SocketAddr>,
+    acme: AcmeArgs,
+) -> Result<Launch, CliError> {
     if s.cgi_pattern.is_some() {
         return Err(plain_err(CGI_REFUSED.into()));
     }
@@ -360,16 +394,25 @@ fn build(mode: Mode, s: Settings, config: Option<PathBuf>, listen: Vec<SocketAdd
         (Some(a), _) => Some(a),
         (None, b) => b,
     };
+    let with_acme = !acme.domains.is_empty() || acme.email.is_some();
     let mut cfg = match &toml {
+        // The file alone may lack what `--domain` completes (`[tls] listen` without a
+        // certificate): it is checked once the command line has applied, below.
+        Some(path) if with_acme => Config::load_base(path)?,
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    // The listen addresses that were given, before the defaults fill in.
+    let listen_given = toml.is_some() || !listen.is_empty() || s.port.is_some() || s.host.is_some();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     if !listen.is_empty() {
         cfg.listen = listen;
     }
     let mut warnings = Vec::new();
     apply(mode, &s, toml.is_some(), &cwd, &mut cfg, &mut warnings)?;
+    if with_acme {
+        apply_acme(acme, listen_given, &mut cfg);
+    }
     if mode == Mode::Ferrohttpd && cfg.root == Path::new(super::DEFAULT_ROOT) && !cwd.join(&cfg.root).is_dir() {
         return Err(plain_err(format!(
             "nothing to serve: no ./{} in {}; give the directory to serve (`ferrohttpd DIR`, e.g. `ferrohttpd .`) or a configuration with a root (`--config FILE`)",
@@ -379,6 +422,37 @@ fn build(mode: Mode, s: Settings, config: Option<PathBuf>, listen: Vec<SocketAdd
     }
     cfg.check()?;
     Ok(Launch { config: cfg, mode, warnings })
+}
+
+/// Applies `--domain` and `--email`. Each name joins `[acme] domains`, `--email` replaces
+/// `[acme] email`. As Caddy does for a site with a name, a `--domain` also sets up what
+/// serving it takes, where nothing else says: the plain listeners become port 80 on every
+/// address (HTTP-01, and the redirect) unless a configuration file, `--listen`, `--port`,
+/// `-p` or `-h` gave them; the TLS listeners become port 443 on every address, with
+/// `redirect_http` on, unless the configuration has its own `[tls] listen` (whose
+/// `redirect_http` then stands as written).
+fn apply_acme(acme: AcmeArgs, listen_given: bool, cfg: &mut Config) {
+    if let Some(e) = acme.email {
+        cfg.acme.email = Some(e);
+    }
+    if acme.domains.is_empty() {
+        return;
+    }
+    for d in acme.domains {
+        if !cfg.acme.domains.contains(&d) {
+            cfg.acme.domains.push(d);
+        }
+    }
+    let every = |port: u16| {
+        vec![SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)), SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))]
+    };
+    if !listen_given {
+        cfg.listen = every(80);
+    }
+    if cfg.tls.listen.is_empty() {
+        cfg.tls.listen = every(443);
+        cfg.tls.redirect_http = true;
+    }
 }
 
 /// `base.join(p)`, or `p` when absolute (as `Path::join` does; named for clarity).
@@ -763,6 +837,50 @@ mod tests {
         let other = dir.path().join("y.toml");
         std::fs::write(&other, "").unwrap();
         assert!(run(&["--config", t, "-C", other.to_str().unwrap()]).unwrap_err().usage);
+    }
+
+    #[cfg(feature = "acme")]
+    #[test]
+    fn domain_and_email() {
+        let every = |p: u16| vec![SocketAddr::from(([0, 0, 0, 0], p)), SocketAddr::from((Ipv6Addr::UNSPECIFIED, p))];
+        // Alone: ports 80 and 443 on every address, the redirect on, state_dir by default.
+        let c =
+            run(&["src", "--domain", "Example.org.", "--domain=www.example.org", "--domain", "example.org"]).unwrap();
+        assert_eq!(c.acme.domains, ["example.org", "www.example.org"]);
+        assert_eq!((c.listen, c.tls.listen.clone(), c.tls.redirect_http), (every(80), every(443), true));
+        assert_eq!((c.acme.email, c.acme.state_dir), (None, crate::config::AcmeSettings::default().state_dir));
+        // The plain addresses given stay; the TLS ones still default.
+        let c = run(&["src", "--domain", "a.org", "--email", "me@a.org", "--listen", "127.0.0.1:8000"]).unwrap();
+        assert_eq!((c.listen, c.tls.listen), (vec!["127.0.0.1:8000".parse().unwrap()], every(443)));
+        assert_eq!(c.acme.email.as_deref(), Some("me@a.org"));
+        assert_eq!(run(&["src", "--domain", "a.org", "-p", "81"]).unwrap().listen, vec!["0.0.0.0:81".parse().unwrap()]);
+        // A configuration with [tls] listen (and no certificate: --domain completes it)
+        // keeps its listeners and its redirect_http; its names and the flag's are joined.
+        let dir = tempfile::tempdir().unwrap();
+        let toml = dir.path().join("x.toml");
+        std::fs::write(&toml, "[tls]\nlisten = [\"127.0.0.1:8443\"]\n[acme]\nemail = \"a@b.c\"\n").unwrap();
+        let t = toml.to_str().unwrap();
+        let c = run(&["--config", t, "src", "--domain", "b.org"]).unwrap();
+        assert_eq!(
+            (c.listen, c.tls.listen, c.tls.redirect_http),
+            (vec!["0.0.0.0:8080".parse().unwrap()], vec!["127.0.0.1:8443".parse().unwrap()], false)
+        );
+        assert_eq!((c.acme.domains, c.acme.email.as_deref()), (vec!["b.org".to_string()], Some("a@b.c")));
+        let e = run(&["--config", t, "src"]).unwrap_err().message;
+        assert!(e.contains("x.toml: tls.cert and tls.key: a default certificate is needed"), "{e}");
+        // Bad values name the flag.
+        for (args, want) in [
+            (&["--domain", "*.a.org"][..], "--domain \"*.a.org\": wildcards"),
+            (&["--domain", "10.0.0.1"], "--domain \"10.0.0.1\" is not a host name"),
+            (&["--domain", "a b"], "is not a host name"),
+            (&["--domain", "a.org", "--email", "nobody"], "--email \"nobody\": not an e-mail address"),
+        ] {
+            let e = run(&[&["src"][..], args].concat()).unwrap_err().message;
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+        assert!(run(&["src", "--domain"]).unwrap_err().usage);
+        // Not thttpd's.
+        assert!(thttpd(&["--domain", "a.org"]).is_err());
     }
 
     #[test]

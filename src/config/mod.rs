@@ -485,13 +485,21 @@ impl Config {
     /// Reads and validates a TOML file, on top of the defaults. Relative paths in it are
     /// taken relative to the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let cfg = Config::load_base(path)?;
+        cfg.check().map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))?;
+        Ok(cfg)
+    }
+
+    /// [`Config::load`] without the cross-field checks, for a base the command line
+    /// completes (`--domain` may supply what `[tls] listen` needs) and then checks.
+    pub(crate) fn load_base(path: &Path) -> Result<Config, ConfigError> {
         let bytes = crate::thttpd::privs::read_config_file(path)
             .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
         let text = String::from_utf8(bytes)
             .map_err(|_| ConfigError(format!("cannot read config file {}: not valid UTF-8", path.display())))?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let mut cfg =
-            Config::from_toml(&text, base).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))?;
+        let mut cfg = Config::default();
+        raw::apply(&text, base, &mut cfg).map_err(|e| ConfigError(format!("{}: {}", path.display(), e.0)))?;
         cfg.source = Some(path.to_path_buf());
         Ok(cfg)
     }

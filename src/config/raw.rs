@@ -215,6 +215,7 @@ struct RawVhost {
     root: Spanned<String>,
     cert: S<String>,
     key: S<String>,
+    acme: S<bool>,
 }
 
 #[derive(Deserialize)]
@@ -309,8 +310,8 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
         .lines()
         .rev()
         .map(str::trim)
-        .find(|l| l.starts_with('[') && !l.starts_with("[["))
-        .and_then(|l| l.strip_prefix('[')?.split(']').next())
+        .find(|l| l.starts_with('['))
+        .and_then(|l| l.trim_start_matches('[').split(']').next())
         .map(str::trim);
     Some(match table {
         Some(t) if !t.is_empty() => format!("{t}.{key}"),
@@ -605,8 +606,10 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
     if let Some(rules) = raw.headers {
         cfg.header_rules = cx.header_rules(rules)?;
     }
+    // The `[[vhost]] acme = true` hosts join `[acme] domains` once that section is read.
+    let mut acme_hosts = Vec::new();
     if let Some(hosts) = raw.vhost {
-        cfg.vhosts = cx.vhosts(hosts)?;
+        cfg.vhosts = cx.vhosts(hosts, &mut acme_hosts)?;
     }
     if let Some(t) = raw.tls {
         cx.tls(t, cfg)?;
@@ -614,6 +617,7 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
     if let Some(a) = raw.acme {
         cx.acme(a, &mut cfg.acme)?;
     }
+    cx.vhost_acme(acme_hosts, &mut cfg.acme)?;
     if let Some(h) = raw.http2 {
         cx.http2(h, cfg)?;
     }
@@ -988,7 +992,12 @@ impl Ctx<'_> {
         Ok(out)
     }
 
-    fn vhosts(&self, hosts: Vec<RawVhost>) -> Result<Vec<crate::config::VirtualHost>, ConfigError> {
+    /// `[[vhost]]`; the hosts with `acme = true` (and where it is said) go to `acme_hosts`.
+    fn vhosts(
+        &self,
+        hosts: Vec<RawVhost>,
+        acme_hosts: &mut Vec<(String, std::ops::Range<usize>)>,
+    ) -> Result<Vec<crate::config::VirtualHost>, ConfigError> {
         let mut out: Vec<crate::config::VirtualHost> = Vec::new();
         for v in hosts {
             let host = v.host.get_ref().to_ascii_lowercase();
@@ -1006,6 +1015,18 @@ impl Ctx<'_> {
                 return self.err("vhost.root", v.root.span(), "must not be empty");
             }
             let tls = self.cert_files("vhost", &v.cert, &v.key, v.host.span())?;
+            if let Some(a) = v.acme.filter(|a| *a.get_ref()) {
+                // Two sources for one name's certificate: say which to drop.
+                let own = v.cert.as_ref().filter(|c| !c.get_ref().is_empty()).map(|_| "vhost.cert");
+                if let Some(key) = own.or(v.key.as_ref().filter(|k| !k.get_ref().is_empty()).map(|_| "vhost.key")) {
+                    return self.err(
+                        "vhost.acme",
+                        a.span(),
+                        format_args!("\"{host}\" has its own certificate ({key}); give either, not both"),
+                    );
+                }
+                acme_hosts.push((host.clone(), a.span()));
+            }
             out.push(crate::config::VirtualHost { host, root: self.base.join(v.root.get_ref()), tls });
         }
         Ok(out)
@@ -1209,7 +1230,50 @@ impl Ctx<'_> {
     }
 }
 
+/// An `[acme] domains` name (or a `--domain`), lowercased without its trailing dot: a DNS
+/// name of letters, digits and hyphens in labels of 1 to 63 (it also names files in
+/// `state_dir`), not an IP address (that needs RFC 8738), no wildcard (that needs DNS-01).
+pub(crate) fn acme_name(d: &str) -> Result<String, String> {
+    let name = d.strip_suffix('.').unwrap_or(d).to_ascii_lowercase();
+    if name.contains('*') {
+        return Err(format!("\"{d}\": wildcards need DNS-01, not supported"));
+    }
+    let valid = name.len() <= 253
+        && name.split('.').all(|l| {
+            (1..=63).contains(&l.len())
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+        && !name.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    if !valid {
+        return Err(format!("\"{d}\" is not a host name"));
+    }
+    Ok(name)
+}
+
+/// An `[acme] email` (or `--email`) that can be an account contact: an `@`, no blanks.
+pub(crate) fn acme_email_ok(e: &str) -> bool {
+    e.contains('@') && !e.contains(|c: char| c.is_whitespace() || c.is_control())
+}
+
 impl Ctx<'_> {
+    /// `[[vhost]] acme = true`: the host joins `[acme] domains` (once), if it can be one.
+    fn vhost_acme(
+        &self,
+        hosts: Vec<(String, std::ops::Range<usize>)>,
+        out: &mut crate::config::AcmeSettings,
+    ) -> Result<(), ConfigError> {
+        for (host, at) in hosts {
+            let name =
+                acme_name(&host).or_else(|e| self.err("vhost.acme", at, format_args!("{e}: no ACME certificate")))?;
+            if !out.domains.contains(&name) {
+                out.domains.push(name);
+            }
+        }
+        Ok(())
+    }
+
     /// `[acme]`: names checked as `[[vhost]]` hosts are (no wildcard: that needs DNS-01),
     /// the directory an https URL, challenges known and listed once, EAB both or neither.
     fn acme(&self, a: RawAcme, out: &mut crate::config::AcmeSettings) -> Result<(), ConfigError> {
@@ -1217,27 +1281,7 @@ impl Ctx<'_> {
         if let Some(v) = a.domains {
             let mut names: Vec<String> = Vec::new();
             for d in v.get_ref() {
-                let name = d.strip_suffix('.').unwrap_or(d).to_ascii_lowercase();
-                // DNS names only (they also name files in state_dir): letters, digits and
-                // hyphens in labels of 1 to 63, not an IP address (that needs RFC 8738).
-                let valid = name.len() <= 253
-                    && name.split('.').all(|l| {
-                        (1..=63).contains(&l.len())
-                            && !l.starts_with('-')
-                            && !l.ends_with('-')
-                            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                    })
-                    && !name.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-                if name.contains('*') {
-                    return self.err(
-                        "acme.domains",
-                        v.span(),
-                        format_args!("\"{d}\": wildcards need DNS-01, not supported"),
-                    );
-                }
-                if !valid {
-                    return self.err("acme.domains", v.span(), format_args!("\"{d}\" is not a host name"));
-                }
+                let name = acme_name(d).or_else(|e| self.err("acme.domains", v.span(), e))?;
                 if names.contains(&name) {
                     return self.err("acme.domains", v.span(), format_args!("\"{d}\" is listed twice"));
                 }
@@ -1247,7 +1291,7 @@ impl Ctx<'_> {
         }
         if let Some(v) = a.email {
             let e = v.get_ref();
-            if !e.is_empty() && (!e.contains('@') || e.contains(|c: char| c.is_whitespace() || c.is_control())) {
+            if !e.is_empty() && !acme_email_ok(e) {
                 return self.err("acme.email", v.span(), "must be an e-mail address (or empty: no contact)");
             }
             out.email = Some(e.clone()).filter(|e| !e.is_empty());
@@ -1706,6 +1750,48 @@ mod tests {
         assert_eq!(base64url_decode("AQID_-8"), Some(vec![1, 2, 3, 255, 239]));
         assert_eq!(base64url_decode("AQID/+8="), Some(vec![1, 2, 3, 255, 239]));
         assert_eq!(base64url_decode("A"), None);
+    }
+
+    #[test]
+    fn vhost_acme_joins_the_acme_names() {
+        let tls = "[tls]\nlisten = [\"127.0.0.1:8443\"]\n";
+        let c = load(&format!(
+            "{tls}[[vhost]]\nhost = \"Blog.Example.org\"\nroot = \"b\"\nacme = true\n\
+             [[vhost]]\nhost = \"example.org\"\nroot = \"a\"\nacme = true\n\
+             [[vhost]]\nhost = \"other.org\"\nroot = \"o\"\nacme = false\n\
+             [acme]\ndomains = [\"example.org\", \"www.example.org\"]\n"
+        ));
+        if !cfg!(feature = "acme") {
+            assert!(c.unwrap_err().0.contains("built without"));
+            return;
+        }
+        let c = c.unwrap();
+        // [acme]'s names first, then each vhost's not already there; the vhost has no
+        // certificate files of its own (the ACME one is picked by SNI).
+        assert_eq!(c.acme.domains, ["example.org", "www.example.org", "blog.example.org"]);
+        assert!(c.vhosts.iter().all(|v| v.tls.is_none()));
+        // Without [acme]: the vhosts alone turn it on, with its defaults.
+        let c = load(&format!("{tls}[[vhost]]\nhost = \"a.org\"\nroot = \"a\"\nacme = true\n")).unwrap();
+        assert_eq!((c.acme.domains, c.acme.state_dir), (vec!["a.org".to_string()], Config::default().acme.state_dir));
+        let err = |v: &str| load(&format!("{tls}[[vhost]]\nhost = \"a.org\"\nroot = \"a\"\n{v}")).unwrap_err().0;
+        for (bad, want) in [
+            (
+                "acme = true\ncert = \"a.crt\"\nkey = \"a.key\"",
+                "line 6: vhost.acme: \"a.org\" has its own certificate (vhost.cert)",
+            ),
+            (
+                "key = \"a.key\"\ncert = \"a.crt\"\nacme = true",
+                "line 8: vhost.acme: \"a.org\" has its own certificate (vhost.cert)",
+            ),
+            ("acme = 1", "line 6: vhost.acme"),
+        ] {
+            let e = err(bad);
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        let e = load(&format!("{tls}[[vhost]]\nhost = \"10.0.0.1\"\nroot = \"a\"\nacme = true\n")).unwrap_err().0;
+        assert!(e.contains("line 6: vhost.acme: \"10.0.0.1\" is not a host name: no ACME certificate"), "{e}");
+        let e = load("[[vhost]]\nhost = \"a.org\"\nroot = \"a\"\nacme = true\n").unwrap_err().0;
+        assert!(e.contains("needs tls.listen"), "{e}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::ctx::Ctx;
 use crate::fs::cache;
 use crate::http::request::{self, ChunkedSkipper, Framing, Reject, Request};
 use crate::log::RequestLine;
-use crate::serve::{self, Body};
+use crate::serve::{self, Body, CLIENT_CLOSED};
 use crate::sys;
 
 /// The largest single `sendfile` call.
@@ -185,7 +185,15 @@ impl Conn {
             debug_assert_eq!(status, serve::PAUSED);
             self.discard = Discard::None;
             self.close_after = close_before;
+            // If the client goes before the verification ends, the request is logged 499
+            // (`Conn::release`); the record is begun again on resume.
             self.ex.user = None;
+            #[cfg(feature = "tls")]
+            {
+                self.ex.tls = self.tls_names();
+            }
+            self.ex.log_request(cx, req, CLIENT_CLOSED, req.minor);
+            self.ex.start(CLIENT_CLOSED, cx.clock.now);
             self.ex.vhost = None;
             self.phase = Phase::Paused;
             return false;
@@ -216,19 +224,14 @@ impl Conn {
     }
 
     fn start_send(&mut self, cx: &Ctx, status: u16) {
-        self.ex.status = status;
-        self.ex.send_started = cx.clock.now;
+        self.ex.start(status, cx.clock.now);
         self.ex.head_pos = 0;
-        self.ex.body_sent = 0;
         self.phase = Phase::Send;
         self.deadline = cx.clock.now + cx.cfg.send_timeout;
     }
 
     pub(super) fn finish_response(&mut self, cx: &mut Ctx) {
-        if cx.access.enabled() {
-            cx.access.finish(&self.ex.log, self.ex.body_sent, cx.clock.now);
-        }
-        cx.counters.response(self.ex.status, self.ex.body_sent);
+        self.ex.account(cx);
         self.ex.end_transfer(cx);
         self.served += 1;
         self.phase = Phase::Idle;

@@ -67,7 +67,7 @@ use crate::http::fields::{connection_specific, Fields};
 use crate::http::priority::Priority;
 use crate::http::request::Limits;
 use crate::log::{RequestLine, HTTP2};
-use crate::serve::{self, Body, Exchange};
+use crate::serve::{self, Body, Exchange, CLIENT_CLOSED};
 use crate::sys;
 
 /// Output buffered beyond which no more input is read and no more DATA is cut.
@@ -418,6 +418,9 @@ impl Conn {
             for s in h.streams.drain(..) {
                 finish_stream(cx, s, false);
             }
+            for (_, fields) in h.paused.drain(..) {
+                self.h2_unanswered(cx, &fields);
+            }
         }
     }
 
@@ -591,7 +594,8 @@ impl Conn {
                 Event::Request { stream, fields } if self.h2.as_ref().is_some_and(|h| h.session.is_open(stream)) => {
                     self.h2_request(cx, stream, fields)
                 }
-                Event::Request { .. } => {}
+                // Read, but reset before it was answered: 499, as nginx logs it.
+                Event::Request { fields, .. } => self.h2_unanswered(cx, &fields),
                 Event::Priority { stream } => {
                     let Some(h) = &mut self.h2 else { return Err(()) };
                     let prio = h.session.priority(stream);
@@ -601,8 +605,10 @@ impl Conn {
                 }
                 Event::Reset { stream } => {
                     let Some(h) = &mut self.h2 else { return Err(()) };
-                    h.paused.retain(|(id, _)| *id != stream);
-                    if let Some(i) = h.streams.iter().position(|s| s.id == stream) {
+                    if let Some(i) = h.paused.iter().position(|(id, _)| *id == stream) {
+                        let (_, fields) = h.paused.remove(i);
+                        self.h2_unanswered(cx, &fields);
+                    } else if let Some(i) = h.streams.iter().position(|s| s.id == stream) {
                         if let Some(s) = h.streams.remove(i) {
                             finish_stream(cx, s, false);
                         }
@@ -623,6 +629,27 @@ impl Conn {
         for (id, fields) in paused {
             self.h2_request(cx, id, fields);
         }
+    }
+
+    /// A request read but not answered: reset by the client in the same input, or paused for
+    /// a password verification when its stream or connection ended. Logged and counted 499,
+    /// as nginx does.
+    fn h2_unanswered(&self, cx: &mut Ctx, fields: &Fields) {
+        let limits = Limits { max_uri_bytes: cx.cfg.max_uri_bytes, ..cx.limits };
+        let Ok(req) = fields.request(&limits) else { return };
+        let mut ex = Exchange::new(self.sock.as_raw_fd(), self.peer, cx.clock.now);
+        if !cx.cfg.trusted_proxies.is_empty() {
+            let proxies = &cx.cfg.trusted_proxies;
+            ex.client = crate::http::forwarded::client(self.peer, proxies, req.forwarded, req.x_forwarded_for);
+        }
+        #[cfg(feature = "tls")]
+        {
+            ex.tls = self.tls_names();
+        }
+        ex.log_request(cx, &req, CLIENT_CLOSED, HTTP2);
+        ex.start(CLIENT_CLOSED, cx.clock.now);
+        ex.account_aborted(cx, false);
+        cx.counters.http2_requests += 1;
     }
 
     /// Answers one request through the shared pipeline into its own exchange and queues
@@ -671,9 +698,7 @@ impl Conn {
                 status
             }
         };
-        ex.status = status;
-        ex.send_started = cx.clock.now;
-        ex.body_sent = 0;
+        ex.start(status, cx.clock.now);
         // The head block goes out as HEADERS; what `head` holds from now on is multipart
         // framing, sent as DATA.
         ex.head_pos = ex.head.len();
@@ -1042,12 +1067,12 @@ fn emit(
 /// A stream's response is done (`complete`) or abandoned: log it, count it, release what
 /// it holds.
 fn finish_stream(cx: &mut Ctx, mut s: Stream, complete: bool) {
-    if cx.access.enabled() {
-        cx.access.finish(&s.ex.log, s.ex.body_sent, cx.clock.now);
-    }
     if complete {
-        cx.counters.response(s.ex.status, s.ex.body_sent);
-        cx.counters.http2_requests += 1;
+        s.ex.account(cx);
+    } else {
+        // Its HEADERS were queued when the stream was answered.
+        s.ex.account_aborted(cx, true);
     }
+    cx.counters.http2_requests += 1;
     s.ex.end_transfer(cx);
 }

@@ -366,6 +366,10 @@ impl Conn {
         if let Some(b) = self.rbuf.take() {
             cx.put_rbuf(b);
         }
+        // A response cut short (client gone, deadline, shutdown) or a request closed while
+        // paused is accounted now; a completed one was at its end.
+        let started = self.ex.head_pos > 0;
+        self.ex.account_aborted(cx, started);
         self.ex.end_transfer(cx);
         #[cfg(feature = "tls")]
         self.count_unfinished_handshake(cx);

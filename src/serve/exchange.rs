@@ -32,6 +32,9 @@ use crate::log::{Pending, Record, RequestLine, TlsInfo};
 #[cfg(any(feature = "tls", feature = "http2"))]
 use crate::sys;
 
+/// nginx's status for a request whose client went away before the response started.
+pub(crate) const CLIENT_CLOSED: u16 = 499;
+
 /// One part of a `multipart/byteranges` body still to be sent: its framing, then its range
 /// of the representation (none for the closing delimiter).
 pub(crate) struct Part {
@@ -211,6 +214,10 @@ pub(crate) struct Exchange {
     pub(crate) status: u16,
     pub(crate) send_started: Instant,
     pub(crate) body_sent: u64,
+    /// The request's access record and status count are still to be written: set when its
+    /// response is ready to send, taken by [`Exchange::account`], so each request read is
+    /// accounted exactly once, however it ends.
+    pub(crate) unaccounted: bool,
     pub(crate) log: Pending,
     /// The authenticated user and the virtual host of the current request, for the log.
     pub(crate) user: Option<String>,
@@ -239,6 +246,7 @@ impl Exchange {
             status: 0,
             send_started: now,
             body_sent: 0,
+            unaccounted: false,
             log: Pending::default(),
             user: None,
             vhost: None,
@@ -294,6 +302,42 @@ impl Exchange {
             let line = RequestLine::Parsed { method: req.method_str, target: req.target, minor };
             self.begin_log(cx, status, line, req.referer, req.user_agent);
         }
+    }
+
+    /// The request's response is ready to send: from now on it is accounted however it ends.
+    pub(crate) fn start(&mut self, status: u16, now: Instant) {
+        self.status = status;
+        self.send_started = now;
+        self.body_sent = 0;
+        self.unaccounted = true;
+    }
+
+    /// Writes the access record with the body bytes sent and counts the response, once: a
+    /// second call (the connection closed after the response completed) does nothing.
+    pub(crate) fn account(&mut self, cx: &mut Ctx) {
+        if !std::mem::take(&mut self.unaccounted) {
+            return;
+        }
+        if cx.access.enabled() {
+            cx.access.finish(&self.log, self.body_sent, cx.clock.now);
+        }
+        cx.counters.response(self.status, self.body_sent);
+    }
+
+    /// The transfer ended before it completed (the client closed or reset, a deadline or the
+    /// end of `shutdown_timeout` cut it): accounted with the bytes sent, as a response of its
+    /// status, or of 499 when no byte of it had left (`started` false), as nginx does; and
+    /// counted among the aborted transfers.
+    pub(crate) fn account_aborted(&mut self, cx: &mut Ctx, started: bool) {
+        if !self.unaccounted {
+            return;
+        }
+        if !started {
+            self.status = CLIENT_CLOSED;
+            self.log.set_status(CLIENT_CLOSED);
+        }
+        cx.counters.aborted += 1;
+        self.account(cx);
     }
 
     /// Takes a head buffer from the pool (one that served a response before: rendering into

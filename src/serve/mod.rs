@@ -21,7 +21,7 @@ mod https;
 mod pipeline;
 mod routing;
 
-pub(crate) use exchange::{Body, Exchange, Staged};
+pub(crate) use exchange::{Body, Exchange, Staged, CLIENT_CLOSED};
 #[cfg(feature = "tls")]
 pub(crate) use https::early;
 
