@@ -44,12 +44,13 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     match cmd {
+        // A reader that stops early (`--version | head -n1`) is no error: no panic on EPIPE.
         Command::Help => {
-            print!("{}", cli::usage(mode));
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), cli::usage(mode).as_bytes());
             ExitCode::SUCCESS
         }
         Command::Version => {
-            println!("{}", cli::version(mode));
+            let _ = writeln!(std::io::stdout(), "{}", cli::version(mode));
             ExitCode::SUCCESS
         }
         Command::Compress(job) => compress(job),
