@@ -352,9 +352,8 @@ impl Ctx {
     }
 }
 
-/// Opens the document root and logs named by the configuration (used by `--check-config`
-/// too, so a config that would fail at start fails the check).
-pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
+/// Opens the document root and the virtual hosts' roots, each error naming its key.
+fn open_roots(cfg: &Config) -> Result<(DocRoot, Vec<(String, DocRoot)>), StartError> {
     let root = DocRoot::open(&cfg.root)
         .map_err(|e| StartError(format!("server.root: document root {}: {e}", cfg.root.display())))?;
     let mut vroots = Vec::with_capacity(cfg.vhosts.len());
@@ -364,6 +363,13 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
         })?;
         vroots.push((v.host.clone(), r));
     }
+    Ok((root, vroots))
+}
+
+/// Opens the document root and logs named by the configuration (used by `--check-config`
+/// too, so a config that would fail at start fails the check).
+pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
+    let (root, vroots) = open_roots(cfg)?;
     let (routes, route_warnings) =
         Routes::for_roots(&cfg.routing, cfg.symlinks, cfg.dotfiles, &root, &vroots).map_err(StartError)?;
     check_auth_files(cfg)?;
@@ -377,15 +383,7 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
 /// appending — without creating them (a check run as root must not leave root-owned logs
 /// that the server's user then cannot open). Returns the canonical root.
 pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
-    let root = DocRoot::open(&cfg.root)
-        .map_err(|e| StartError(format!("server.root: document root {}: {e}", cfg.root.display())))?;
-    let mut vroots = Vec::with_capacity(cfg.vhosts.len());
-    for v in &cfg.vhosts {
-        let r = DocRoot::open(&v.root).map_err(|e| {
-            StartError(format!("vhost.root: document root {} of virtual host {}: {e}", v.root.display(), v.host))
-        })?;
-        vroots.push((v.host.clone(), r));
-    }
+    let (root, vroots) = open_roots(cfg)?;
     Routes::for_roots(&cfg.routing, cfg.symlinks, cfg.dotfiles, &root, &vroots).map_err(StartError)?;
     check_error_pages(cfg, &root)?;
     check_auth_files(cfg)?;
