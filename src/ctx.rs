@@ -99,9 +99,40 @@ pub struct Ctx {
     /// The port of the first TLS listener as bound (`[tls] redirect_http` sends clients there).
     #[cfg(feature = "tls")]
     pub https_port: u16,
+    /// The UDP port HTTP/3 is served on, when `[http3] alt_svc` advertises it, and the fixed
+    /// fields of responses over TLS: `fixed_fields` and `Alt-Svc` (empty when not
+    /// advertised).
+    #[cfg(feature = "http3")]
+    pub alt_svc_port: Option<u16>,
+    #[cfg(feature = "http3")]
+    fixed_fields_tls: Vec<u8>,
 }
 
 impl Ctx {
+    /// The fields every response carries (`Server`, `P3P`); over TLS also `Alt-Svc` when
+    /// HTTP/3 is advertised.
+    pub fn fixed(&self, tls: bool) -> &[u8] {
+        #[cfg(feature = "http3")]
+        if tls && !self.fixed_fields_tls.is_empty() {
+            return &self.fixed_fields_tls;
+        }
+        let _ = tls;
+        &self.fixed_fields
+    }
+
+    /// Renders the fixed fields of responses over TLS for `alt_svc_port` (after a change of
+    /// it or of the fixed fields).
+    #[cfg(feature = "http3")]
+    pub fn render_alt_svc(&mut self) {
+        self.fixed_fields_tls.clear();
+        if let Some(port) = self.alt_svc_port.filter(|_| self.cfg.http3.enabled && self.cfg.http3.alt_svc) {
+            self.fixed_fields_tls.extend_from_slice(&self.fixed_fields);
+            self.fixed_fields_tls.extend_from_slice(b"Alt-Svc: h3=\":");
+            self.fixed_fields_tls.extend_from_slice(itoa::Buffer::new().format(port).as_bytes());
+            self.fixed_fields_tls.extend_from_slice(b"\"; ma=86400\r\n");
+        }
+    }
+
     /// A read buffer of `max_header_bytes`, from the pool if one is free.
     pub fn take_rbuf(&mut self) -> Box<[u8]> {
         self.rbufs.pop().unwrap_or_else(|| vec![0; self.cfg.max_header_bytes].into_boxed_slice())
@@ -179,6 +210,7 @@ impl Ctx {
             config_file: &file,
             config_loaded: &self.config_loaded,
             tls: !self.cfg.tls.listen.is_empty(),
+            http3: self.cfg.http3.enabled,
             deferring: self.deferring,
             #[cfg(feature = "acme")]
             certificates: self.acme.as_ref().map(crate::acme::Acme::status).unwrap_or_default(),
@@ -307,6 +339,10 @@ impl Ctx {
             routes,
             #[cfg(feature = "tls")]
             https_port: 443,
+            #[cfg(feature = "http3")]
+            alt_svc_port: None,
+            #[cfg(feature = "http3")]
+            fixed_fields_tls: Vec::new(),
             cfg,
         };
         cx.config_loaded = cx.clock.log_date().to_string();
@@ -347,6 +383,8 @@ impl Ctx {
         self.fixed_fields = fixed_fields;
         let recount = new.max_connections_per_ip != self.cfg.max_connections_per_ip;
         self.cfg = new;
+        #[cfg(feature = "http3")]
+        self.render_alt_svc();
         self.config_loaded = self.clock.log_date().to_string();
         recount
     }

@@ -39,6 +39,8 @@ pub mod log;
 #[cfg(feature = "compression")]
 pub mod ondemand;
 pub mod proxy;
+#[cfg(feature = "http3")]
+pub mod quic;
 pub mod route;
 pub mod serve;
 pub mod server;

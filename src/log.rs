@@ -124,19 +124,23 @@ fn open_append(p: &Path) -> io::Result<File> {
 
 /// The `minor` of a [`RequestLine`] that came over HTTP/2: logged as `HTTP/2.0`.
 pub const HTTP2: u8 = 20;
+/// The `minor` of a [`RequestLine`] that came over HTTP/3: logged as `HTTP/3.0` (as nginx's
+/// `$server_protocol`).
+pub const HTTP3: u8 = 30;
 
 /// The protocol of a request line, as logged.
 fn version(minor: u8) -> &'static [u8] {
     match minor {
         0 => b"HTTP/1.0",
         HTTP2 => b"HTTP/2.0",
+        HTTP3 => b"HTTP/3.0",
         _ => b"HTTP/1.1",
     }
 }
 
 /// What a record says about the request line.
 pub enum RequestLine<'a> {
-    /// A parsed request: method, target and minor version (HTTP/1.`minor`, or [`HTTP2`]).
+    /// A parsed request: method, target and minor version (HTTP/1.`minor`, [`HTTP2`] or [`HTTP3`]).
     Parsed { method: &'a str, target: &'a str, minor: u8 },
     /// Bytes that did not parse as a request line (logged escaped, possibly empty).
     Raw(&'a [u8]),

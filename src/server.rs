@@ -39,6 +39,12 @@ const SIGNAL_TOKEN: Token = Token(CONN_BASE - 1);
 const WAKE_TOKEN: Token = Token(CONN_BASE - 2);
 /// The new process's ready pipe during an upgrade (`upgrade`).
 const UPGRADE_TOKEN: Token = Token(CONN_BASE - 3);
+/// The QUIC endpoint's UDP sockets (`quic`) use tokens from here up.
+#[cfg(feature = "http3")]
+const QUIC_BASE: usize = CONN_BASE / 2;
+/// The key of the QUIC endpoint's deadline in the timer heap.
+#[cfg(feature = "http3")]
+const QUIC_TIMER: usize = usize::MAX;
 /// How long accepting pauses when the process runs out of descriptors.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Running out of descriptors is reported at most this often.
@@ -117,6 +123,9 @@ pub struct Server {
     upgrade: Option<Box<crate::upgrade::Upgrade>>,
     /// What each listener is for (socket-activated, or the configured address it serves).
     roles: Vec<Role>,
+    /// HTTP/3: the QUIC endpoint (`[http3] enabled`).
+    #[cfg(feature = "http3")]
+    quic: Option<Box<crate::quic::Quic>>,
 }
 
 /// `defer_accept = "auto"`: TCP_DEFER_ACCEPT on the listeners while silent connections come
@@ -287,6 +296,16 @@ impl Server {
         #[cfg(feature = "tls")]
         let https_port = bound.get(tls_from).and_then(|l| l.local_addr().ok()).map_or(443, |a| a.port());
         let poll = Poll::new().map_err(|e| StartError(format!("epoll: {e}")))?;
+        #[cfg(feature = "http3")]
+        let quic = {
+            let tls_addrs: Vec<SocketAddr> = bound[tls_from..].iter().filter_map(|l| l.local_addr().ok()).collect();
+            let q = crate::quic::Quic::bind(&cfg, tls.as_deref(), &tls_addrs).map_err(StartError)?;
+            let mut q = q.map(Box::new);
+            if let Some(q) = &mut q {
+                q.register(poll.registry(), QUIC_BASE).map_err(|e| StartError(format!("epoll: {e}")))?;
+            }
+            q
+        };
         let proxy_listeners = proxy_listeners(&cfg, &bound)?;
         let mut listeners = Vec::new();
         let mut managed = Vec::new();
@@ -314,6 +333,11 @@ impl Server {
         );
         let mut cx = Ctx::new(cfg, derived, waker);
         let next_tick = cx.clock.now + TICK;
+        #[cfg(feature = "http3")]
+        {
+            cx.alt_svc_port = quic.as_ref().and_then(|q| q.local_addrs().first().map(SocketAddr::port));
+            cx.render_alt_svc();
+        }
         #[cfg(feature = "tls")]
         {
             cx.https_port = https_port;
@@ -371,6 +395,8 @@ impl Server {
             tls,
             upgrade: None,
             roles,
+            #[cfg(feature = "http3")]
+            quic,
         })
     }
 
@@ -422,6 +448,11 @@ impl Server {
                         self.on_acme();
                     }
                     Token(t) if t < self.listeners.len() => self.accept(t),
+                    #[cfg(feature = "http3")]
+                    Token(t) if t >= QUIC_BASE && t < CONN_BASE - 3 => {
+                        let (r, w) = (ev.is_readable() || ev.is_error(), ev.is_writable());
+                        self.with_quic(|q, cx| q.on_socket(t - QUIC_BASE, r, w, cx));
+                    }
                     Token(t) if t >= CONN_BASE => {
                         let key = t - CONN_BASE;
                         if let Some(c) = self.conns.get_mut(key) {
@@ -440,12 +471,21 @@ impl Server {
                     self.dispatch(key);
                 }
             }
+            #[cfg(feature = "http3")]
+            if self.quic.as_ref().is_some_and(|q| q.has_more()) {
+                self.with_quic(|q, cx| q.read_more(cx));
+            }
             let now = self.cx.clock.now;
             while let Some(&Reverse((t, key))) = self.timers.peek() {
                 if t > now {
                     break;
                 }
                 self.timers.pop();
+                #[cfg(feature = "http3")]
+                if key == QUIC_TIMER {
+                    self.with_quic(|q, cx| q.on_timer(cx));
+                    continue;
+                }
                 if self.conns.contains(key) {
                     self.dispatch(key);
                 }
@@ -469,12 +509,14 @@ impl Server {
                 }
             }
             if let Some(deadline) = self.shutdown_deadline {
-                if self.conns.is_empty() || now >= deadline {
+                if (self.conns.is_empty() && self.quic_idle()) || now >= deadline {
                     // Transfers still going are cut: each is logged with the bytes it sent.
                     let left: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
                     for key in left {
                         self.close(key);
                     }
+                    #[cfg(feature = "http3")]
+                    self.with_quic(|q, cx| q.close_all(cx));
                     self.cx.access.flush();
                     return Ok(());
                 }
@@ -483,6 +525,10 @@ impl Server {
     }
 
     fn poll_timeout(&self) -> Option<Duration> {
+        #[cfg(feature = "http3")]
+        if self.quic.as_ref().is_some_and(|q| q.has_more()) {
+            return Some(Duration::ZERO);
+        }
         if !self.ready.is_empty() {
             return Some(Duration::ZERO);
         }
@@ -724,6 +770,8 @@ impl Server {
     /// is still remembered when its waiters look for it).
     fn on_verified(&mut self) {
         while let Some(job) = self.cx.auth.finish() {
+            #[cfg(feature = "http3")]
+            self.with_quic(|q, cx| q.resume(job, cx));
             for (key, id) in self.waiters.remove(&job).unwrap_or_default() {
                 if let Some(c) = self.conns.get_mut(key).filter(|c| c.id() == id) {
                     c.resume();
@@ -1062,6 +1110,14 @@ impl Server {
                 .error(format_args!("server.proxy_protocol cannot change without a restart; keeping the current one"));
             new.proxy_protocol = self.cx.cfg.proxy_protocol.clone();
         }
+        #[cfg(feature = "http3")]
+        if (new.http3.enabled, &new.http3.listen) != (self.cx.cfg.http3.enabled, &self.cx.cfg.http3.listen) {
+            self.cx.error(format_args!(
+                "http3.enabled and http3.listen cannot change without a restart; keeping the current ones"
+            ));
+            new.http3.enabled = self.cx.cfg.http3.enabled;
+            new.http3.listen = self.cx.cfg.http3.listen.clone();
+        }
         if new.acme != self.cx.cfg.acme {
             self.cx.error(format_args!("[acme] cannot change without a restart; keeping the current settings"));
             new.acme = self.cx.cfg.acme.clone();
@@ -1094,6 +1150,13 @@ impl Server {
             self.tls = tls;
             for w in tls_warnings {
                 self.cx.error(format_args!("warning: {w}"));
+            }
+        }
+        // New HTTP/3 connections get the new certificates and `[http3]` settings.
+        #[cfg(feature = "http3")]
+        if let (Some(q), Some(t)) = (&mut self.quic, &self.tls) {
+            if let Err(e) = q.reconfigure(&new, t) {
+                self.cx.error(format_args!("{e}; HTTP/3 keeps the previous configuration"));
             }
         }
         if self.cx.reconfigure(new, derived) {
@@ -1156,6 +1219,9 @@ impl Server {
         for mut l in self.listeners.drain(..) {
             let _ = self.poll.registry().deregister(&mut l);
         }
+        // HTTP/3: GOAWAY on every connection; idle ones close at once.
+        #[cfg(feature = "http3")]
+        self.with_quic(|q, cx| q.go_away(cx));
         let idle: Vec<usize> = self.conns.iter().filter(|(_, c)| c.is_idle()).map(|(k, _)| k).collect();
         for key in idle {
             match (idle_grace, self.conns.get_mut(key)) {
@@ -1173,5 +1239,28 @@ impl Server {
         for key in drive {
             self.dispatch(key);
         }
+    }
+}
+
+/// The hooks of the QUIC endpoint (`quic`): its sockets' events, its timer, verifications
+/// done, graceful ends.
+impl Server {
+    /// Runs `f` on the QUIC endpoint, if any, then puts its next deadline in the timer heap.
+    #[cfg(feature = "http3")]
+    fn with_quic(&mut self, f: impl FnOnce(&mut crate::quic::Quic, &mut Ctx)) {
+        let Some(q) = &mut self.quic else { return };
+        f(q, &mut self.cx);
+        if let Some(t) = q.rearm(self.cx.clock.now) {
+            self.timers.push(Reverse((t, QUIC_TIMER)));
+        }
+    }
+
+    /// No HTTP/3 connection is open (a graceful end can complete).
+    fn quic_idle(&self) -> bool {
+        #[cfg(feature = "http3")]
+        if self.quic.as_ref().is_some_and(|q| q.connections() > 0) {
+            return false;
+        }
+        true
     }
 }

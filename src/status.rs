@@ -26,6 +26,37 @@ pub struct Counters {
     pub aborted: u64,
     /// TLS handshakes (all zero without TLS listeners).
     pub tls: TlsCounters,
+    /// HTTP/3 (all zero unless `[http3] enabled`).
+    pub http3: Http3Counters,
+}
+
+/// HTTP/3 requests and QUIC connections.
+#[derive(Clone, Debug, Default)]
+pub struct Http3Counters {
+    /// Of `requests`, those that came over HTTP/3.
+    pub requests: u64,
+    /// QUIC connections accepted, and of them those whose handshake completed.
+    pub connections: u64,
+    pub handshakes: u64,
+    /// New connections that could not be accepted (a bad Initial, a handshake error at once).
+    pub handshake_failures: u64,
+    /// New connections refused (`max_connections`, or the server stopping).
+    pub refused: u64,
+    /// Retry packets sent (`[http3] retry`).
+    pub retries: u64,
+}
+
+impl Http3Counters {
+    /// The connection counters as the status page names them.
+    fn rows(&self) -> [(&'static str, u64); 5] {
+        [
+            ("accepted", self.connections),
+            ("handshakes", self.handshakes),
+            ("handshake_failures", self.handshake_failures),
+            ("refused", self.refused),
+            ("retries", self.retries),
+        ]
+    }
 }
 
 /// How TLS handshakes ended.
@@ -103,6 +134,8 @@ pub struct Snapshot<'a> {
     pub config_loaded: &'a str,
     /// Whether there are TLS listeners (the TLS counters are shown then).
     pub tls: bool,
+    /// Whether HTTP/3 is on (its connection counters are shown then).
+    pub http3: bool,
     /// Whether the listeners defer accepts now (TCP_DEFER_ACCEPT).
     pub deferring: bool,
     /// Certificates obtained by ACME (`[acme]`), by name.
@@ -187,6 +220,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             let _ = writeln!(t, "defer_accept: {on} switched_on {}", c.defer_switches);
             let _ = writeln!(t, "requests: {}", c.requests);
             let _ = writeln!(t, "requests_http2: {}", c.http2_requests);
+            let _ = writeln!(t, "requests_http3: {}", c.http3.requests);
             let _ = writeln!(t, "requests_aborted: {}", c.aborted);
             let _ = writeln!(t, "bytes_sent: {}", c.bytes);
             for (i, name) in classes.iter().enumerate() {
@@ -203,6 +237,13 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 let _ = writeln!(t, "tls_handshakes: tls1.3 {} tls1.2 {} resumed {}", l.tls13, l.tls12, l.resumed);
                 let _ = write!(t, "tls_handshake_failures:");
                 for (k, v) in l.failures() {
+                    let _ = write!(t, " {k} {v}");
+                }
+                t.push('\n');
+            }
+            if s.http3 {
+                let _ = write!(t, "http3_connections:");
+                for (k, v) in c.http3.rows() {
                     let _ = write!(t, " {k} {v}");
                 }
                 t.push('\n');
@@ -226,7 +267,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 "{{\"version\":\"{}\",\"pid\":{},\"uptime_seconds\":{},\"started_unix\":{},\
                  \"connections\":{{\"idle\":{},\"reading\":{},\"writing\":{},\"closing\":{},\"accepted\":{},\"refused\":{},\"proxy_header_errors\":{}}},\
                  \"defer_accept\":{{\"on\":{},\"switched_on\":{}}},\
-                 \"requests\":{},\"requests_http2\":{},\"requests_aborted\":{},\"bytes_sent\":{},\"responses\":{{",
+                 \"requests\":{},\"requests_http2\":{},\"requests_http3\":{},\"requests_aborted\":{},\"bytes_sent\":{},\"responses\":{{",
                 s.version,
                 s.pid,
                 s.uptime_secs,
@@ -242,6 +283,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 c.defer_switches,
                 c.requests,
                 c.http2_requests,
+                c.http3.requests,
                 c.aborted,
                 c.bytes
             );
@@ -275,6 +317,13 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                     let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
                 }
                 t.push_str("}},");
+            }
+            if s.http3 {
+                t.push_str("\"http3_connections\":{");
+                for (i, (k, v)) in c.http3.rows().into_iter().enumerate() {
+                    let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
+                }
+                t.push_str("},");
             }
             if !s.certificates.is_empty() {
                 t.push_str("\"acme\":[");
@@ -359,6 +408,7 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
             );
             metric("requests_total", "counter", "Requests answered.", &[("", c.requests)]);
             metric("http2_requests_total", "counter", "Of them, over HTTP/2.", &[("", c.http2_requests)]);
+            metric("http3_requests_total", "counter", "Of them, over HTTP/3.", &[("", c.http3.requests)]);
             metric(
                 "aborted_requests_total",
                 "counter",
@@ -393,6 +443,12 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                     l.failures().iter().map(|(k, v)| (format!("{{kind=\"{k}\"}}"), *v)).collect();
                 let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
                 metric("tls_handshake_failures_total", "counter", "TLS handshakes that failed, by kind.", &rows);
+            }
+            if s.http3 {
+                let rows: Vec<(String, u64)> =
+                    c.http3.rows().iter().map(|(k, v)| (format!("{{event=\"{k}\"}}"), *v)).collect();
+                let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+                metric("http3_connections_total", "counter", "QUIC connections, by event.", &rows);
             }
             let z = &s.compression;
             metric("compressed_total", "counter", "Variants compressed on demand.", &[("", z.compressed)]);
@@ -442,6 +498,7 @@ mod tests {
             config_file: "a\"b",
             config_loaded: "now",
             tls: true,
+            http3: false,
             deferring: true,
             certificates: vec![CertStatus {
                 name: "a.example".into(),

@@ -186,6 +186,51 @@ impl Default for Http2Settings {
     }
 }
 
+/// `[http3]`: HTTP/3 over QUIC (RFC 9114, RFC 9000; see `crate::quic`), on UDP beside the
+/// TLS listeners, with their certificates. Parsed in every build; enabling it in a build
+/// without the `http3` feature is an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Http3Settings {
+    /// Serve HTTP/3 (needs `[tls] listen`: the certificates are the TLS listeners').
+    pub enabled: bool,
+    /// The UDP addresses; empty: each `[tls] listen` address, on the port its TCP listener
+    /// got.
+    pub listen: Vec<SocketAddr>,
+    /// Request streams (bidirectional) a client may have open at once.
+    pub max_streams: u32,
+    /// A connection with nothing received for this long is closed (QUIC's idle timeout,
+    /// the lower of ours and the client's).
+    pub idle_timeout: Duration,
+    /// Responses over TCP with TLS carry `Alt-Svc: h3=":PORT"; ma=86400`.
+    pub alt_svc: bool,
+    /// Address validation of new connections with a Retry round trip.
+    pub retry: Http3Retry,
+}
+
+/// `[http3] retry`: when a new connection's address is validated with a Retry packet (RFC
+/// 9000 §8.1.2) before any handshake work is done for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Http3Retry {
+    /// Never (nginx's `quic_retry off`, its default): until the handshake validates the
+    /// address, the server sends at most 3 times what it received (§8.1).
+    Never,
+    /// Every new connection: one round trip more, no state kept for unvalidated addresses.
+    Always,
+}
+
+impl Default for Http3Settings {
+    fn default() -> Http3Settings {
+        Http3Settings {
+            enabled: false,
+            listen: Vec::new(),
+            max_streams: 100,
+            idle_timeout: Duration::from_secs(30),
+            alt_svc: true,
+            retry: Http3Retry::Never,
+        }
+    }
+}
+
 /// thttpd compatibility settings (see `THTTPD.md`); all off in a plain ferrohttpd setup.
 #[derive(Clone, Debug, Default)]
 pub struct ThttpdCompat {
@@ -358,6 +403,8 @@ pub struct Config {
     pub tls: TlsSettings,
     /// HTTP/2 (`[http2]`).
     pub http2: Http2Settings,
+    /// HTTP/3 (`[http3]`).
+    pub http3: Http3Settings,
     /// Automatic certificates (`[acme]`).
     pub acme: AcmeSettings,
     /// `[[auth]]`: path prefixes protected by Basic authentication (`crate::access::auth`).
@@ -438,6 +485,7 @@ impl Default for Config {
             health_log: true,
             tls: TlsSettings::default(),
             http2: Http2Settings::default(),
+            http3: Http3Settings::default(),
             acme: AcmeSettings::default(),
             auth: Vec::new(),
         }

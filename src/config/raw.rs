@@ -40,7 +40,19 @@ struct Raw {
     tls: Option<RawTls>,
     acme: Option<RawAcme>,
     http2: Option<RawHttp2>,
+    http3: Option<RawHttp3>,
     auth: Option<Vec<RawAuth>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp3 {
+    enabled: S<bool>,
+    listen: S<Vec<String>>,
+    max_streams: S<i64>,
+    idle_timeout: S<RawDuration>,
+    alt_svc: S<bool>,
+    retry: S<String>,
 }
 
 #[derive(Deserialize)]
@@ -621,6 +633,9 @@ pub(super) fn apply(text: &str, base: &Path, cfg: &mut Config) -> Result<(), Con
     if let Some(h) = raw.http2 {
         cx.http2(h, cfg)?;
     }
+    if let Some(h) = raw.http3 {
+        cx.http3(h, cfg)?;
+    }
     if let Some(rules) = raw.throttle {
         cfg.throttles = cx.throttles(rules)?;
     }
@@ -1099,6 +1114,39 @@ impl Ctx<'_> {
         }
         if let Some(v) = h.flood_budget {
             c.flood_budget = self.int("http2.flood_budget", &v, 100, 1_000_000)?;
+        }
+        Ok(())
+    }
+
+    fn http3(&self, h: RawHttp3, cfg: &mut Config) -> Result<(), ConfigError> {
+        let c = &mut cfg.http3;
+        if let Some(v) = h.listen {
+            c.listen = self.listen("http3.listen", &v)?;
+        }
+        if let Some(v) = h.max_streams {
+            c.max_streams = self.int("http3.max_streams", &v, 1, 1000)?;
+        }
+        if let Some(v) = h.idle_timeout {
+            c.idle_timeout = self.duration("http3.idle_timeout", &v, 3600)?;
+        }
+        if let Some(v) = h.alt_svc {
+            c.alt_svc = *v.get_ref();
+        }
+        if let Some(v) = h.retry {
+            c.retry = match v.get_ref().as_str() {
+                "never" => crate::config::Http3Retry::Never,
+                "always" => crate::config::Http3Retry::Always,
+                _ => return self.err("http3.retry", v.span(), "must be \"never\" or \"always\""),
+            };
+        }
+        if let Some(v) = h.enabled {
+            c.enabled = *v.get_ref();
+            if c.enabled && !cfg!(feature = "http3") {
+                return self.err("http3.enabled", v.span(), "this build has no HTTP/3 (cargo feature `http3`)");
+            }
+            if c.enabled && cfg.tls.listen.is_empty() {
+                return self.err("http3.enabled", v.span(), "needs [tls] listen (HTTP/3 uses its certificates)");
+            }
         }
         Ok(())
     }

@@ -63,9 +63,10 @@ use crate::ctx::Ctx;
 use crate::fs::cache::FileEntry;
 use crate::h2::frame::{self, Code, PREFACE};
 use crate::h2::session::{self, Event, Field, Session};
-use crate::http::fields::{connection_specific, Fields};
+use crate::http::fields::Fields;
 use crate::http::priority::Priority;
 use crate::http::request::Limits;
+use crate::http::response::{head_field, head_fields_start, head_status};
 use crate::log::{RequestLine, HTTP2};
 use crate::serve::{self, Body, Exchange, CLIENT_CLOSED};
 use crate::sys;
@@ -951,16 +952,10 @@ fn head_to_headers(
     id: u32,
     end: bool,
 ) {
-    let status = match head.get(9..12) {
-        Some(&[a, b, c]) if [a, b, c].iter().all(u8::is_ascii_digit) => {
-            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
-        }
-        _ => 500,
-    };
+    let status = head_status(head);
     names.clear();
     spans.clear();
-    // Past the status line.
-    let mut at = head.iter().position(|&b| b == b'\n').map_or(head.len(), |i| i + 1);
+    let mut at = head_fields_start(head);
     while at < head.len() {
         let rest = &head[at..];
         if let Some(e) = entry {
@@ -975,24 +970,12 @@ fn head_to_headers(
                 continue;
             }
         }
-        let len = rest.iter().position(|&b| b == b'\n').map_or(rest.len(), |i| i + 1);
-        let start = at;
+        let (len, field) = head_field(head, at);
         at += len;
-        let line = &rest[..len];
-        let line = line.strip_suffix(b"\n").unwrap_or(line);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
-        let name = &line[..colon];
-        if connection_specific(name) {
-            continue;
-        }
-        let raw = &line[colon + 1..];
-        let value = raw.trim_ascii();
-        // Where `value` starts in `head`.
-        let v = start + colon + 1 + (raw.len() - raw.trim_ascii_start().len());
+        let Some((name, value)) = field else { continue };
         let n = names.len();
-        names.extend(name.iter().map(u8::to_ascii_lowercase));
-        spans.push([PAIR, n, names.len(), v, v + value.len()]);
+        names.extend(head[name].iter().map(u8::to_ascii_lowercase));
+        spans.push([PAIR, n, names.len(), value.start, value.end]);
     }
     let names = &*names;
     let pre = entry.map_or(&[][..], |e| &*e.h2_fields);
@@ -1016,11 +999,7 @@ fn emit(
     splices: Option<(&mut VecDeque<Splice>, &mut usize)>,
 ) -> Result<(), ()> {
     let ex = &mut s.ex;
-    let framing = &ex.head[ex.head_pos..];
-    let f = framing.len().min(n);
-    out.extend_from_slice(&framing[..f]);
-    ex.head_pos += f;
-    let b = n - f;
+    let b = ex.take_framing(out, n);
     if b == 0 {
         return Ok(());
     }
@@ -1044,24 +1023,7 @@ fn emit(
         }
         None => ex.body.append_to(out, b),
     };
-    if result.is_ok() {
-        ex.body.consume(b);
-    }
-    match result {
-        Ok(()) => {
-            ex.body_sent += b as u64;
-            ex.charge(cx, b as u64);
-            Ok(())
-        }
-        Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
-            ex.truncated(cx);
-            Err(())
-        }
-        Err(e) => {
-            cx.error(format_args!("read error while sending a file: {e}"));
-            Err(())
-        }
-    }
+    ex.body_handed(cx, result, b)
 }
 
 /// A stream's response is done (`complete`) or abandoned: log it, count it, release what

@@ -9,13 +9,13 @@
 pub mod conditional;
 pub mod date;
 pub mod encoding;
-#[cfg(feature = "http2")]
+#[cfg(any(feature = "http2", feature = "http3"))]
 pub mod fields;
 pub mod forwarded;
 pub mod media;
 pub mod mime;
 pub mod net;
-#[cfg(feature = "http2")]
+#[cfg(any(feature = "http2", feature = "http3"))]
 pub mod priority;
 pub mod range;
 pub mod request;

@@ -3,6 +3,44 @@
 
 use super::reason;
 
+/// The status code of a head the pipeline rendered in HTTP/1.1 form, for the protocols that
+/// send it as a field (`:status`); 500 if the status line were unreadable.
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub fn head_status(head: &[u8]) -> u16 {
+    match head.get(9..12) {
+        Some(&[a, b, c]) if [a, b, c].iter().all(u8::is_ascii_digit) => {
+            u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+        }
+        _ => 500,
+    }
+}
+
+/// Where the field lines of a rendered head start: past its status line.
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub fn head_fields_start(head: &[u8]) -> usize {
+    head.iter().position(|&b| b == b'\n').map_or(head.len(), |i| i + 1)
+}
+
+/// The line at `at` of a rendered head, as HTTP/2 and HTTP/3 carry it: its length (to the
+/// next line), and where its name and its trimmed value are in `head`, unless it is not a
+/// field line (the blank line at the end) or a connection-specific field (RFC 9113 §8.2.2,
+/// RFC 9114 §4.2), which those protocols drop. Names are as rendered: the caller lowercases.
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub fn head_field(head: &[u8], at: usize) -> (usize, Option<(std::ops::Range<usize>, std::ops::Range<usize>)>) {
+    let rest = head.get(at..).unwrap_or_default();
+    let len = rest.iter().position(|&b| b == b'\n').map_or(rest.len(), |i| i + 1);
+    let line = &rest[..len];
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let Some(colon) = line.iter().position(|&b| b == b':') else { return (len, None) };
+    if super::fields::connection_specific(&line[..colon]) {
+        return (len, None);
+    }
+    let raw = &line[colon + 1..];
+    let v = at + colon + 1 + (raw.len() - raw.trim_ascii_start().len());
+    (len, Some((at..at + colon, v..v + raw.trim_ascii().len())))
+}
+
 /// Appends a response head to a buffer, field by field.
 pub struct Head<'a> {
     buf: &'a mut Vec<u8>,

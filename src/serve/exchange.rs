@@ -136,9 +136,9 @@ impl Body {
 
     /// Appends the next `n` body bytes to `out` (at most [`Body::remaining`]), without
     /// moving the cursor: the copy a framing protocol makes into its own output (HTTP/2's
-    /// DATA payloads over TLS), with the same truncation rules as [`Body::peek`]. `Err`
-    /// with `EFAULT`: the file shrank under the server; `out` may then hold part of it.
-    #[cfg(feature = "http2")]
+    /// DATA payloads over TLS, HTTP/3's), with the same truncation rules as [`Body::peek`].
+    /// `Err` with `EFAULT`: the file shrank under the server; `out` may then hold part of it.
+    #[cfg(any(feature = "http2", feature = "http3"))]
     pub(crate) fn append_to(&self, out: &mut Vec<u8>, n: usize) -> io::Result<()> {
         let efault = || io::Error::from_raw_os_error(libc::EFAULT);
         match self {
@@ -435,6 +435,54 @@ impl Exchange {
             Body::File { stage: None, .. } | Body::None => {}
         }
         rest as u64
+    }
+
+    /// For a framing protocol (HTTP/2, HTTP/3): appends up to `n` bytes of the current
+    /// part's framing (a multipart part's delimiter and fields, in `head[head_pos..]`) to
+    /// `out`; returns how many of the `n` are left for body bytes.
+    #[cfg(any(feature = "http2", feature = "http3"))]
+    pub(crate) fn take_framing(&mut self, out: &mut Vec<u8>, n: usize) -> usize {
+        let framing = &self.head[self.head_pos..];
+        let f = framing.len().min(n);
+        out.extend_from_slice(&framing[..f]);
+        self.head_pos += f;
+        n - f
+    }
+
+    /// For a framing protocol: `b` body bytes were handed on (`result`: copied, or recorded
+    /// to be sent from where they lie): the cursor moves, they are counted and charged to
+    /// the rate limits. `Err`: the file changed under us (the entry leaves the cache) or
+    /// could not be read; the stream must end.
+    #[cfg(any(feature = "http2", feature = "http3"))]
+    pub(crate) fn body_handed(&mut self, cx: &mut Ctx, result: io::Result<()>, b: usize) -> Result<(), ()> {
+        match result {
+            Ok(()) => {
+                self.body.consume(b);
+                self.body_sent += b as u64;
+                self.charge(cx, b as u64);
+                Ok(())
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+                self.truncated(cx);
+                Err(())
+            }
+            Err(e) => {
+                cx.error(format_args!("read error while sending a file: {e}"));
+                Err(())
+            }
+        }
+    }
+
+    /// For a protocol that copies every byte into its frames (HTTP/3): appends the next `n`
+    /// bytes of the current part (framing, then body; at most what is left of it) to `out`.
+    #[cfg(feature = "http3")]
+    pub(crate) fn copy_out(&mut self, cx: &mut Ctx, out: &mut Vec<u8>, n: usize) -> Result<(), ()> {
+        let b = self.take_framing(out, n);
+        if b == 0 {
+            return Ok(());
+        }
+        let r = self.body.append_to(out, b);
+        self.body_handed(cx, r, b)
     }
 
     /// The file shrank while being sent (sendfile hit its end early, or the kernel faulted

@@ -108,7 +108,7 @@ impl Exchange {
         let mut path = std::mem::take(&mut cx.path);
         let matched = req.path != "*" && resolve::normalize_str(req.path, &mut path).is_ok();
         let site = if matched { self.site(cx, req).ok() } else { None };
-        let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), &cx.fixed_fields);
+        let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Allow", super::ALLOW);
         if let Some(site) = site {
             let content_type = cx.mime.lookup(&path);
@@ -607,7 +607,7 @@ impl Exchange {
         let validators = Validators { etag: rep.etag.as_bytes(), last_modified: rep.last_modified_secs };
         let use_range = match conditional::evaluate(true, &conds, &validators) {
             Outcome::NotModified => {
-                let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), &cx.fixed_fields);
+                let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
                 representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
                 h.finish(self.keep, req.minor);
                 return 304;
@@ -647,7 +647,7 @@ impl Exchange {
             self.limit = Some(RateLimiter::new(cx.cfg.limit_rate, cx.cfg.limit_rate_after, cx.clock.now));
         }
 
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         let multipart = if ranges.len() > 1 {
             let seed = rep.ino ^ (cx.counters.requests << 20) ^ cx.clock.unix_secs();
             let mp = Multipart::new(&ranges, size, content_type, seed);
@@ -747,7 +747,7 @@ impl Exchange {
             Outcome::NotModified => 304,
             Outcome::Proceed { .. } => 200,
         };
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         if status == 200 {
             h.field("Content-Type", entry.content_type.as_bytes());
             h.number("Content-Length", entry.size);
@@ -772,7 +772,7 @@ impl Exchange {
         let format = status::Format::from_query(req.query);
         let mut buf = cx.take_body();
         cx.render_status(format, &mut buf);
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), &cx.fixed_fields);
+        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Content-Type", format.content_type().as_bytes());
         h.number("Content-Length", buf.len() as u64);
         h.field("Cache-Control", b"no-store");
@@ -785,7 +785,7 @@ impl Exchange {
     /// `errors/errNNN.html` in the site's root, then the main root), else the built-in body.
     fn error_response(&mut self, cx: &mut Ctx, status: u16, req: &Request<'_>, site: Option<&Site>) -> u16 {
         if let Some(page) = self.find_error_page(cx, status, site) {
-            let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
+            let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
             h.field("Content-Type", page.content_type.as_bytes());
             h.number("Content-Length", page.size);
             if status == 405 {
@@ -856,7 +856,7 @@ impl Exchange {
         self.release_body(cx);
         let mut buf = cx.take_body();
         error_body(&mut buf, status);
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), &cx.fixed_fields);
+        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Content-Type", b"text/html; charset=utf-8");
         h.number("Content-Length", buf.len() as u64);
         if status == 405 {

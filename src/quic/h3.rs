@@ -1,0 +1,608 @@
+//! HTTP/3 on a QUIC connection: the glue between its streams (`quinn-proto`), the sans-IO
+//! HTTP/3 layer (`crate::h3`: frames, QPACK, the control streams) and the request pipeline
+//! (`serve::answer`), the one HTTP/1.1 and HTTP/2 use.
+//!
+//! * **Streams.** Our control stream opens when the handshake completes (SETTINGS). The
+//!   client's unidirectional streams (control, QPACK) go to [`Session`]; a stream of a type
+//!   we do not know is stopped (H3_STREAM_CREATION_ERROR), a connection error closes the
+//!   connection with its code.
+//! * **Requests.** Each request stream's bytes feed its [`RequestStream`]; once its fields
+//!   are complete, the request is built (`Fields::request`, the same checks as HTTP/2) and
+//!   answered into an [`Exchange`], exactly as `conn::h2` does (the 421 rule with the SNI
+//!   name of the handshake, `trusted_proxies`, a pause for a password verification). A body
+//!   the client goes on sending is not read: the stream is stopped with H3_NO_ERROR once
+//!   the response is complete (RFC 9114 §4.1).
+//! * **Responses.** The HTTP/1.1 head the pipeline rendered becomes one HEADERS frame
+//!   (`http::response::head_field`: status, lowercased names, connection-specific fields
+//!   dropped; QPACK with the static table). Body bytes are copied, [`CHUNK`] at a time, into
+//!   a DATA frame (mapped files with the SIGBUS-safe copy, fd-backed files with `pread`,
+//!   multipart framing from the exchange), which is handed to the QUIC stream without a
+//!   further copy (`write_chunks`); what the stream does not take (flow control, the
+//!   connection's send window) waits, one chunk per stream, until it is writable again.
+//!   Rate limits (`limit_rate`, throttles) hold a stream back until the time they give.
+//! * **Ends.** A response is logged (`HTTP/3.0`) and counted when its last frame is handed
+//!   to QUIC; a stream the client resets or stops before that, or a connection lost, is
+//!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, reload) lets the
+//!   streams in flight finish; the connection closes once it has none.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use bytes::Bytes;
+use quinn_proto::{Connection, Dir, StreamEvent, StreamId, VarInt, WriteError};
+
+use crate::ctx::Ctx;
+use crate::h3::{data_frame_header, Code, Config, ConnError, Error, Event, RequestStream, Session, UniEvent};
+use crate::http::fields::Fields;
+use crate::http::request::{Limits, Reject};
+use crate::http::response::{head_field, head_fields_start, head_status};
+use crate::log::{RequestLine, HTTP3};
+use crate::serve::{self, Exchange, CLIENT_CLOSED};
+
+/// The most body bytes one DATA frame carries: streams take turns at this granularity, and
+/// each stream keeps at most one such frame waiting for the QUIC stream to take it.
+const CHUNK: usize = 32 * 1024;
+/// Bytes read from a stream at a time.
+const READ_MAX: usize = 16 * 1024;
+
+/// One request stream.
+enum Req {
+    /// Its request is being read.
+    Reading(Box<RequestStream>),
+    /// Its request waits for a password verification (answered again on resume), and
+    /// whether the client's side of the stream is still open.
+    Paused(Box<(Fields, bool)>),
+    /// Its response is being sent.
+    Sending(Box<Sending>),
+}
+
+/// A response being sent: its exchange (whose head became HEADERS; `ex.head` then holds
+/// the multipart framing), and the frame bytes the QUIC stream has not taken yet.
+struct Sending {
+    ex: Exchange,
+    pending: Bytes,
+    /// The client's request side is still open (its body, if any, is not read): stopped
+    /// once the response is complete.
+    reading: bool,
+}
+
+impl Sending {
+    /// Bytes of the current part left: framing, then body.
+    fn left(&self) -> u64 {
+        (self.ex.head.len() - self.ex.head_pos) as u64 + self.ex.body.remaining()
+    }
+}
+
+/// The HTTP/3 state of a QUIC connection.
+pub(super) struct H3Conn {
+    session: Session,
+    /// Our control stream, once open, and its bytes not yet taken.
+    control: Option<StreamId>,
+    control_out: Vec<u8>,
+    /// The client's unidirectional streams still read (control, QPACK).
+    uni: Vec<StreamId>,
+    reqs: BTreeMap<u64, Req>,
+    /// Streams with data to read.
+    readable: Vec<StreamId>,
+    /// Paused requests to answer again.
+    resumed: Vec<u64>,
+    /// The socket (for `Exchange::local_ip`), the client, and the SNI name of the handshake.
+    fd: RawFd,
+    peer: IpAddr,
+    sni: Option<String>,
+    /// GOAWAY is to be sent (or was: `session.goaway_sent`).
+    stopping: bool,
+    /// The highest request stream ID seen, for GOAWAY.
+    last_request: Option<u64>,
+    /// A rate limit lets a stream send more at this time.
+    pub(super) wake: Option<Instant>,
+    /// The connection is closed: nothing more is done.
+    closed: bool,
+}
+
+/// A QUIC stream ID as HTTP/3 numbers it.
+fn sid(id: StreamId) -> u64 {
+    VarInt::from(id).into_inner()
+}
+
+impl H3Conn {
+    pub(super) fn new(fd: RawFd, peer: IpAddr) -> H3Conn {
+        H3Conn {
+            session: Session::new(Config::default()),
+            control: None,
+            control_out: Vec::new(),
+            uni: Vec::new(),
+            reqs: BTreeMap::new(),
+            readable: Vec::new(),
+            resumed: Vec::new(),
+            fd,
+            peer,
+            sni: None,
+            stopping: false,
+            last_request: None,
+            wake: None,
+            closed: false,
+        }
+    }
+
+    /// The handshake completed: the SNI name is known; our control stream opens with
+    /// SETTINGS (and GOAWAY, when the server is already stopping).
+    pub(super) fn start(&mut self, conn: &mut Connection, stopping: bool) {
+        if let Some(hd) = conn.crypto_session().handshake_data() {
+            if let Ok(hd) = hd.downcast::<quinn_proto::crypto::rustls::HandshakeData>() {
+                self.sni = hd.server_name;
+            }
+        }
+        self.control = conn.streams().open(Dir::Uni);
+        self.session.control_stream_preamble(&mut self.control_out);
+        if stopping {
+            self.stopping = true;
+        }
+    }
+
+    /// A stream event: new streams are taken in; readable ones are read in [`H3Conn::pump`].
+    pub(super) fn on_stream(&mut self, conn: &mut Connection, ev: StreamEvent, cx: &mut Ctx) {
+        match ev {
+            StreamEvent::Opened { dir } => {
+                while let Some(id) = conn.streams().accept(dir) {
+                    match dir {
+                        Dir::Uni => self.uni.push(id),
+                        Dir::Bi => {
+                            let n = sid(id);
+                            self.last_request = Some(self.last_request.map_or(n, |l| l.max(n)));
+                            if !self.session.accepts(n) {
+                                // After our GOAWAY: refused unprocessed (RFC 9114 §5.2).
+                                let code = VarInt::from_u32(Code::RequestRejected as u32);
+                                let _ = conn.send_stream(id).reset(code);
+                                let _ = conn.recv_stream(id).stop(code);
+                                continue;
+                            }
+                            self.reqs.insert(n, Req::Reading(Box::new(self.session.request_stream(n))));
+                        }
+                    }
+                    self.readable.push(id);
+                }
+            }
+            StreamEvent::Readable { id } => self.readable.push(id),
+            StreamEvent::Stopped { id, error_code } => {
+                // The client wants no more of this response.
+                if let Some(req) = self.reqs.remove(&sid(id)) {
+                    abandon(cx, req);
+                }
+                let _ = conn.send_stream(id).reset(error_code);
+            }
+            StreamEvent::Writable { .. } | StreamEvent::Finished { .. } | StreamEvent::Available { .. } => {}
+        }
+    }
+
+    /// The connection is gone (closed, lost, timed out): every request in flight is
+    /// accounted as aborted.
+    pub(super) fn lost(&mut self, cx: &mut Ctx) {
+        self.closed = true;
+        for (_, req) in std::mem::take(&mut self.reqs) {
+            abandon(cx, req);
+        }
+    }
+
+    /// Request `stream`'s verification is done: it is answered again on the next pump.
+    pub(super) fn resume(&mut self, stream: u64) {
+        self.resumed.push(stream);
+    }
+
+    /// Graceful stop: GOAWAY with the first request stream not processed; the connection
+    /// closes once the requests before it are done.
+    pub(super) fn go_away(&mut self) {
+        self.stopping = true;
+    }
+
+    /// Nothing left to do: stopping, and no request in flight.
+    pub(super) fn finished(&self) -> bool {
+        self.stopping && self.reqs.is_empty() && self.control_out.is_empty()
+    }
+
+    /// Reads what arrived, answers complete requests, writes what the streams take.
+    /// Returns the verification jobs requests now wait for, with their streams.
+    pub(super) fn pump(&mut self, conn: &mut Connection, cx: &mut Ctx) -> Vec<(u64, u64)> {
+        let mut jobs = Vec::new();
+        if self.closed {
+            return jobs;
+        }
+        if self.stopping && self.session.goaway_sent().is_none() && self.control.is_some() {
+            // The first request stream not processed: after the last one seen.
+            let next = self.last_request.map_or(0, |l| l + 4);
+            self.session.goaway(next, &mut self.control_out);
+        }
+        if let Err(e) = self.read(conn, cx, &mut jobs) {
+            self.close(conn, cx, e);
+            return jobs;
+        }
+        for n in std::mem::take(&mut self.resumed) {
+            if let Some(Req::Paused(p)) = self.reqs.remove(&n) {
+                let (fields, reading) = *p;
+                self.answer(cx, n, fields, reading, &mut jobs);
+            }
+        }
+        self.write_control(conn);
+        self.send(conn, cx);
+        jobs
+    }
+
+    /// The connection fails with `e` (CONNECTION_CLOSE with its code).
+    fn close(&mut self, conn: &mut Connection, cx: &mut Ctx, e: ConnError) {
+        conn.close(cx.clock.now, VarInt::from_u32(e.code as u32), Bytes::from_static(e.why.as_bytes()));
+        self.lost(cx);
+    }
+
+    /// Writes what our control stream has pending.
+    fn write_control(&mut self, conn: &mut Connection) {
+        let Some(id) = self.control else { return };
+        if self.control_out.is_empty() {
+            return;
+        }
+        if let Ok(n) = conn.send_stream(id).write(&self.control_out) {
+            self.control_out.drain(..n);
+        }
+    }
+
+    /// Reads the readable streams.
+    fn read(&mut self, conn: &mut Connection, cx: &mut Ctx, jobs: &mut Vec<(u64, u64)>) -> Result<(), ConnError> {
+        let mut ids = std::mem::take(&mut self.readable);
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            if id.dir() == Dir::Uni {
+                if self.uni.contains(&id) {
+                    self.read_uni(conn, id)?;
+                }
+            } else {
+                self.read_request(conn, cx, id, jobs)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one of the client's unidirectional streams into the session.
+    fn read_uni(&mut self, conn: &mut Connection, id: StreamId) -> Result<(), ConnError> {
+        let n = sid(id);
+        let mut recv = conn.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else { return Ok(()) };
+        let mut ignore = false;
+        let mut result = Ok(());
+        loop {
+            match chunks.next(READ_MAX) {
+                Ok(Some(chunk)) => {
+                    let mut buf = &chunk.bytes[..];
+                    while !buf.is_empty() && !ignore {
+                        match self.session.on_uni_stream_data(n, buf, false) {
+                            Ok((k, ev)) => {
+                                buf = &buf[k.min(buf.len())..];
+                                match ev {
+                                    Some(UniEvent::Ignore) => ignore = true,
+                                    // Priorities are not applied yet; the client's GOAWAY
+                                    // needs nothing: it opens no more streams.
+                                    Some(UniEvent::Settings | UniEvent::Priority { .. } | UniEvent::GoAway(_)) => {}
+                                    None => break,
+                                }
+                            }
+                            Err(e) => {
+                                result = Err(e);
+                                break;
+                            }
+                        }
+                    }
+                    if ignore || result.is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => {
+                    result = self.session.on_uni_stream_data(n, &[], true).map(|_| ());
+                    self.uni.retain(|&u| u != id);
+                    break;
+                }
+                Err(quinn_proto::ReadError::Blocked) => break,
+                Err(quinn_proto::ReadError::Reset(_)) => {
+                    result = self.session.on_uni_stream_reset(n);
+                    self.uni.retain(|&u| u != id);
+                    break;
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        if ignore {
+            self.uni.retain(|&u| u != id);
+            let _ = conn.recv_stream(id).stop(VarInt::from_u32(Code::StreamCreationError as u32));
+        }
+        result
+    }
+
+    /// Reads a request stream; a complete request is answered.
+    fn read_request(
+        &mut self,
+        conn: &mut Connection,
+        cx: &mut Ctx,
+        id: StreamId,
+        jobs: &mut Vec<(u64, u64)>,
+    ) -> Result<(), ConnError> {
+        let n = sid(id);
+        let Some(Req::Reading(_)) = self.reqs.get(&n) else {
+            // A response is being sent (the request body is not read) or the stream is
+            // gone: a reset is noticed by the send side.
+            return Ok(());
+        };
+        let mut head: Option<Result<Fields, Reject>> = None;
+        let mut stream_error: Option<u32> = None;
+        let mut reset = false;
+        let mut ended = false;
+        {
+            let Some(Req::Reading(r)) = self.reqs.get_mut(&n) else { return Ok(()) };
+            let mut recv = conn.recv_stream(id);
+            let Ok(mut chunks) = recv.read(true) else { return Ok(()) };
+            'chunks: loop {
+                let (bytes, fin) = match chunks.next(READ_MAX) {
+                    Ok(Some(chunk)) => (chunk.bytes, false),
+                    Ok(None) => (Bytes::new(), true),
+                    Err(quinn_proto::ReadError::Blocked) => break,
+                    Err(quinn_proto::ReadError::Reset(_)) => {
+                        reset = true;
+                        break;
+                    }
+                };
+                let mut buf = &bytes[..];
+                loop {
+                    match r.recv(buf, fin) {
+                        Ok((k, ev)) => {
+                            buf = &buf[k.min(buf.len())..];
+                            match ev {
+                                // The rest of what arrived is read too (a body is
+                                // counted and dropped), to see whether the request ended.
+                                Some(Event::Headers) => head = Some(Ok(r.take_fields())),
+                                Some(Event::HeadersTooLarge) => {
+                                    head = Some(Err(Reject { status: 431, why: "header section too large" }))
+                                }
+                                Some(Event::End) => ended = true,
+                                Some(Event::Data(_)) => {}
+                                None => break,
+                            }
+                        }
+                        Err(Error::Stream(e)) => {
+                            stream_error = Some(e.code as u32);
+                            break 'chunks;
+                        }
+                        Err(Error::Conn(e)) => {
+                            let _ = chunks.finalize();
+                            return Err(e);
+                        }
+                    }
+                    if buf.is_empty() {
+                        break;
+                    }
+                }
+                if fin {
+                    break;
+                }
+            }
+            let _ = chunks.finalize();
+        }
+        if reset {
+            self.reqs.remove(&n);
+            return Ok(());
+        }
+        if let Some(code) = stream_error {
+            self.reqs.remove(&n);
+            let code = VarInt::from_u32(code);
+            let _ = conn.send_stream(id).reset(code);
+            let _ = conn.recv_stream(id).stop(code);
+            return Ok(());
+        }
+        match head {
+            Some(Ok(fields)) => {
+                self.reqs.remove(&n);
+                self.answer(cx, n, fields, !ended, jobs);
+            }
+            Some(Err(rej)) => {
+                self.reqs.remove(&n);
+                self.reject(cx, n, rej, !ended);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// A new exchange for a request of this connection.
+    fn exchange(&self, cx: &mut Ctx) -> Exchange {
+        // `ex.tls` stays None: quinn-proto does not tell the suite, and the access log's TLS
+        // fields are for TLS over TCP.
+        let mut ex = Exchange::new(self.fd, self.peer, cx.clock.now);
+        ex.take_head(cx);
+        ex
+    }
+
+    /// Answers a request whose head is over our limit with 431.
+    fn reject(&mut self, cx: &mut Ctx, n: u64, rej: Reject, reading: bool) {
+        let mut ex = self.exchange(cx);
+        let status = ex.simple_response_raw(cx, rej.status, 1, false, None);
+        ex.begin_log(cx, status, RequestLine::Raw(b""), None, None);
+        self.respond(cx, n, ex, status, reading);
+    }
+
+    /// Answers one request through the shared pipeline into its own exchange, as HTTP/2
+    /// does (`conn::h2`), and queues its HEADERS.
+    fn answer(&mut self, cx: &mut Ctx, n: u64, fields: Fields, reading: bool, jobs: &mut Vec<(u64, u64)>) {
+        let limits = Limits { max_uri_bytes: cx.cfg.max_uri_bytes, ..cx.limits };
+        let mut ex = self.exchange(cx);
+        let status = match fields.request(&limits) {
+            Ok(req) => {
+                if !cx.cfg.trusted_proxies.is_empty() {
+                    let proxies = &cx.cfg.trusted_proxies;
+                    ex.client = crate::http::forwarded::client(self.peer, proxies, req.forwarded, req.x_forwarded_for);
+                }
+                let early = serve::early(cx, &req, false, self.sni.as_deref());
+                let status = serve::answer(&mut ex, cx, &req, early);
+                if let Some(job) = ex.waiting.take() {
+                    // Answered again when the verification is done (`resume`).
+                    ex.end_transfer(cx);
+                    jobs.push((job, n));
+                    self.reqs.insert(n, Req::Paused(Box::new((fields, reading))));
+                    return;
+                }
+                ex.log_request(cx, &req, status, HTTP3);
+                status
+            }
+            Err(rej) => {
+                let status = ex.simple_response_raw(cx, rej.status, 1, false, None);
+                ex.begin_log(cx, status, RequestLine::Raw(b""), None, None);
+                status
+            }
+        };
+        self.respond(cx, n, ex, status, reading);
+    }
+
+    /// Queues the response of stream `n`: its HEADERS frame, then its body.
+    fn respond(&mut self, cx: &mut Ctx, n: u64, mut ex: Exchange, status: u16, reading: bool) {
+        ex.start(status, cx.clock.now);
+        let mut out = Vec::with_capacity(ex.head.len());
+        let head = &ex.head;
+        let mut names = Vec::new();
+        let mut spans = Vec::new();
+        let mut at = head_fields_start(head);
+        while at < head.len() {
+            let (len, field) = head_field(head, at);
+            at += len;
+            let Some((name, value)) = field else { continue };
+            let k = names.len();
+            names.extend(head[name].iter().map(u8::to_ascii_lowercase));
+            spans.push((k..names.len(), value));
+        }
+        let fields = spans.iter().map(|(name, value)| (&names[name.clone()], &head[value.clone()]));
+        if self.session.encode_response_head(head_status(head), fields, &mut out).is_err() {
+            // Larger than the client accepts (RFC 9114 §4.2.2): a bare 500 instead.
+            out.clear();
+            let _ = self.session.encode_response_head(500, std::iter::empty(), &mut out);
+            ex.status = 500;
+            ex.release_body(cx);
+            ex.parts.clear();
+            ex.head.clear();
+            ex.head_pos = 0;
+        }
+        // From now on `head` holds multipart framing only, sent as DATA.
+        ex.head_pos = ex.head.len();
+        if ex.body.remaining() == 0 && !ex.parts.is_empty() {
+            ex.next_part(cx);
+        }
+        self.reqs.insert(n, Req::Sending(Box::new(Sending { ex, pending: Bytes::from(out), reading })));
+    }
+
+    /// Writes the responses: each stream's pending frame, then new DATA frames while the
+    /// stream takes them; a finished response ends its stream and is accounted.
+    fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) {
+        self.wake = None;
+        let mut done = Vec::new();
+        for (&n, req) in self.reqs.iter_mut() {
+            let Req::Sending(s) = req else { continue };
+            let Ok(v) = VarInt::from_u64(n) else { continue };
+            let id = StreamId::from(v);
+            match send_stream(conn, cx, id, s, &mut self.wake) {
+                Progress::Blocked => {}
+                Progress::Done => {
+                    s.ex.account(cx);
+                    cx.counters.http3.requests += 1;
+                    if s.reading {
+                        let _ = conn.recv_stream(id).stop(VarInt::from_u32(Code::NoError as u32));
+                    }
+                    done.push(n);
+                }
+                Progress::Failed(code) => {
+                    let _ = conn.send_stream(id).reset(VarInt::from_u32(code));
+                    done.push(n);
+                    s.ex.account_aborted(cx, true);
+                    cx.counters.http3.requests += 1;
+                }
+            }
+        }
+        for n in done {
+            if let Some(Req::Sending(mut s)) = self.reqs.remove(&n) {
+                s.ex.end_transfer(cx);
+            }
+        }
+    }
+}
+
+/// What sending on a stream came to.
+enum Progress {
+    /// The stream takes no more now (flow control, a rate limit).
+    Blocked,
+    /// The whole response was handed to QUIC, the stream finished.
+    Done,
+    /// The stream must be reset with this code (the client stopped it, a file changed).
+    Failed(u32),
+}
+
+/// Hands the stream's pending frame to QUIC, then cuts new DATA frames while it takes them.
+fn send_stream(
+    conn: &mut Connection,
+    cx: &mut Ctx,
+    id: StreamId,
+    s: &mut Sending,
+    wake: &mut Option<Instant>,
+) -> Progress {
+    loop {
+        if !s.pending.is_empty() {
+            match conn.send_stream(id).write_chunks(std::slice::from_mut(&mut s.pending)) {
+                Ok(_) if !s.pending.is_empty() => return Progress::Blocked,
+                Ok(_) => {}
+                Err(WriteError::Blocked) => return Progress::Blocked,
+                Err(WriteError::Stopped(code)) => return Progress::Failed(code.into_inner() as u32),
+                Err(WriteError::ClosedStream) => return Progress::Failed(Code::RequestCancelled as u32),
+            }
+        }
+        if s.left() == 0 && !(!s.ex.parts.is_empty() && s.ex.next_part(cx)) {
+            return match conn.send_stream(id).finish() {
+                Ok(()) => Progress::Done,
+                Err(_) => Progress::Failed(Code::RequestCancelled as u32),
+            };
+        }
+        let (cap, t) = s.ex.rate_cap(cx);
+        if cap == 0 {
+            if let Some(t) = t {
+                *wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+            return Progress::Blocked;
+        }
+        let n = usize::try_from(s.left()).unwrap_or(usize::MAX).min(CHUNK).min(cap);
+        let mut out = Vec::with_capacity(n + 16);
+        data_frame_header(n as u64, &mut out);
+        if s.ex.copy_out(cx, &mut out, n).is_err() {
+            return Progress::Failed(Code::InternalError as u32);
+        }
+        s.pending = Bytes::from(out);
+    }
+}
+
+/// A request that will not complete: accounted as aborted (its client reset it, or the
+/// connection is gone).
+fn abandon(cx: &mut Ctx, req: Req) {
+    match req {
+        Req::Sending(mut s) => {
+            // Its HEADERS were handed to QUIC when it was answered.
+            s.ex.account_aborted(cx, true);
+            cx.counters.http3.requests += 1;
+            s.ex.end_transfer(cx);
+        }
+        Req::Paused(p) => unanswered(cx, &p.0),
+        Req::Reading(_) => {}
+    }
+}
+
+/// A request read but not answered (paused for a verification when its stream or
+/// connection ended): logged and counted 499, as `conn::h2` does.
+fn unanswered(cx: &mut Ctx, fields: &Fields) {
+    let limits = Limits { max_uri_bytes: cx.cfg.max_uri_bytes, ..cx.limits };
+    let Ok(req) = fields.request(&limits) else { return };
+    let mut ex = Exchange::new(-1, IpAddr::from([0, 0, 0, 0]), cx.clock.now);
+    ex.log_request(cx, &req, CLIENT_CLOSED, HTTP3);
+    ex.start(CLIENT_CLOSED, cx.clock.now);
+    ex.account_aborted(cx, false);
+    cx.counters.http3.requests += 1;
+}

@@ -1,0 +1,582 @@
+//! HTTP/3's transport: a QUIC endpoint beside the TCP listeners, in the same `mio::Poll`
+//! (feature `http3`, `[http3] enabled`).
+//!
+//! * **Sockets.** One UDP socket per `[http3] listen` address (by default each `[tls] listen`
+//!   address, on the port its TCP listener got), bound with `SO_REUSEPORT` like the TCP
+//!   listeners (each worker binds its own: the kernel spreads flows by address and port) and
+//!   driven through `quinn-udp`: each wake-up drains the socket with `recvmmsg` into
+//!   [`BATCH`] buffers, each of which GRO may fill with several datagrams of one flow, and
+//!   every transmit of up to `max_gso_segments` datagrams leaves in one `sendmsg` with
+//!   `UDP_SEGMENT` (GSO). A send the socket refuses (`EAGAIN`) is kept and sent when the
+//!   socket turns writable; meanwhile the connections behind it wait, so nothing is dropped
+//!   by us.
+//! * **QUIC.** `quinn-proto`, sans-IO, does the rest: one [`Endpoint`] routes datagrams to
+//!   connections by connection ID, and each [`Connection`] is fed what arrived, polled for
+//!   what to send, for its next deadline and for its application events (the streams).
+//!   Its deadlines are kept in a heap here; the earliest is put in the server's timer heap
+//!   ([`Quic::rearm`]).
+//! * **TLS.** The certificates and SNI resolver of the TCP listeners (`crate::tls`), in a
+//!   configuration of its own: TLS 1.3 only, ALPN `h3`, no early data (0-RTT is refused:
+//!   nothing a client sends before the handshake completes can be replayed), the same session
+//!   tickets.
+//! * **Defences.** Address validation with Retry per `[http3] retry`; before validation
+//!   `quinn-proto` sends at most three times what it received (RFC 9000 §8.1). New
+//!   connections are refused (CONNECTION_CLOSE, CONNECTION_REFUSED) past
+//!   `max_connections` or once the server is stopping. Streams per connection: `[http3]
+//!   max_streams` bidirectional, [`UNI_STREAMS`] unidirectional.
+//! * **HTTP/3** is in `h3.rs`: the glue between the streams and `serve::answer`, over the
+//!   sans-IO HTTP/3 and QPACK layer in `crate::h3`.
+
+mod h3;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mio::net::UdpSocket;
+use mio::{Interest, Registry, Token};
+use quinn_proto::crypto::rustls::QuicServerConfig;
+use quinn_proto::{
+    ConnectionHandle, DatagramEvent, EcnCodepoint, Endpoint, EndpointConfig, Event, IdleTimeout, ServerConfig,
+    TransportConfig, VarInt,
+};
+use quinn_udp::{RecvMeta, UdpSocketState};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::{Config, Http3Retry};
+use crate::ctx::Ctx;
+
+/// Receive buffers filled by one `recvmmsg`; each holds one datagram or, with GRO, several
+/// of one flow.
+const BATCH: usize = 8;
+/// The size of each receive buffer: room for what GRO coalesces (at most 64 KiB).
+const RBUF: usize = 64 * 1024;
+/// Unidirectional streams a client may open: its control stream, its QPACK encoder and
+/// decoder streams, and a few of unknown types (grease, RFC 9114 §6.2.3), which are refused.
+const UNI_STREAMS: u32 = 8;
+/// Bytes a connection may have sent and not yet acknowledged (quinn-proto's send buffer):
+/// enough to keep a loopback or LAN path full, bounded per connection.
+const SEND_WINDOW: u64 = 1024 * 1024;
+/// The flow-control window a client gets per request stream and for the connection (request
+/// heads; bodies are not accepted by a static server).
+const STREAM_WINDOW: u32 = 64 * 1024;
+const CONN_WINDOW: u32 = 256 * 1024;
+/// Datagrams read per socket per wake-up before the other sockets and the TCP side get
+/// their turn (the rest is read on the next turn: the socket is put back on the ready list).
+const READ_BUDGET: usize = 256;
+/// HTTP/3's error code for a connection the server closes because it is going away
+/// (H3_NO_ERROR, RFC 9114 §8.1).
+const H3_NO_ERROR: u32 = 0x100;
+
+/// One UDP socket and what is waiting to go out on it.
+struct Sock {
+    sock: UdpSocket,
+    state: UdpSocketState,
+    local: SocketAddr,
+    /// A transmit the socket refused (`EAGAIN`), sent first when it turns writable.
+    stalled: Option<(quinn_proto::Transmit, Vec<u8>)>,
+    /// Connections that had more to send while it was stalled.
+    waiting: Vec<usize>,
+    /// Datagrams may be left to read (the read budget ran out).
+    more: bool,
+}
+
+/// One QUIC connection.
+struct QConn {
+    conn: quinn_proto::Connection,
+    /// The socket its datagrams arrive on and leave by.
+    sock: usize,
+    h3: h3::H3Conn,
+    /// Its next deadline, as last put in [`Quic::deadlines`].
+    timeout: Option<Instant>,
+    /// It is on its socket's waiting list.
+    waiting: bool,
+}
+
+/// The QUIC endpoint: sockets, connections, deadlines. See the module docs.
+pub(crate) struct Quic {
+    socks: Vec<Sock>,
+    endpoint: Endpoint,
+    server: Arc<ServerConfig>,
+    /// Connections by `ConnectionHandle` index.
+    conns: Vec<Option<QConn>>,
+    open: usize,
+    deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// The deadline last handed to the server's timer heap.
+    armed: Option<Instant>,
+    retry: Http3Retry,
+    max_connections: usize,
+    rbuf: Vec<u8>,
+    tbuf: Vec<u8>,
+    /// Paused requests by the verification job they wait for: (connection, stream).
+    waiters: HashMap<u64, Vec<(usize, u64)>>,
+    /// Stopping: no new connections; each open one has been sent GOAWAY.
+    stopping: bool,
+}
+
+/// The rustls configuration of HTTP/3: the TCP listeners' certificates, SNI resolver and
+/// session resumption, TLS 1.3 only, ALPN `h3`, no early data.
+fn tls_config(tcp: &rustls::ServerConfig) -> Result<rustls::ServerConfig, String> {
+    let mut sc = rustls::ServerConfig::builder_with_provider(Arc::new(crate::tls::provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| format!("http3 tls: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::clone(&tcp.cert_resolver));
+    sc.alpn_protocols = vec![b"h3".to_vec()];
+    sc.session_storage = Arc::clone(&tcp.session_storage);
+    sc.ticketer = Arc::clone(&tcp.ticketer);
+    sc.max_early_data_size = 0;
+    Ok(sc)
+}
+
+/// The QUIC server configuration from `[http3]` and the TLS configuration.
+fn server_config(cfg: &Config, tcp: &rustls::ServerConfig) -> Result<Arc<ServerConfig>, String> {
+    let crypto = QuicServerConfig::try_from(tls_config(tcp)?).map_err(|e| format!("http3 tls: {e}"))?;
+    let mut tc = TransportConfig::default();
+    let h = &cfg.http3;
+    tc.max_concurrent_bidi_streams(VarInt::from_u32(h.max_streams))
+        .max_concurrent_uni_streams(VarInt::from_u32(UNI_STREAMS))
+        .max_idle_timeout(Some(IdleTimeout::try_from(h.idle_timeout).map_err(|e| format!("http3.idle_timeout: {e}"))?))
+        .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
+        .receive_window(VarInt::from_u32(CONN_WINDOW))
+        .send_window(SEND_WINDOW)
+        .datagram_receive_buffer_size(None);
+    let mut sc = ServerConfig::with_crypto(Arc::new(crypto));
+    sc.transport_config(Arc::new(tc));
+    Ok(Arc::new(sc))
+}
+
+/// A UDP socket bound for QUIC: non-blocking, `SO_REUSEPORT` (one per worker), IPv6 only
+/// for an IPv6 address (as the TCP listeners).
+fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.set_reuse_port(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    Ok(UdpSocket::from_std(sock.into()))
+}
+
+impl Quic {
+    /// The endpoint `[http3]` asks for, bound: on `[http3] listen`, or on `tls_addrs` (the
+    /// TLS listeners' bound addresses). `Ok(None)` when HTTP/3 is off.
+    pub(crate) fn bind(
+        cfg: &Config,
+        tls: Option<&rustls::ServerConfig>,
+        tls_addrs: &[SocketAddr],
+    ) -> Result<Option<Quic>, String> {
+        let (true, Some(tcp)) = (cfg.http3.enabled, tls) else { return Ok(None) };
+        let server = server_config(cfg, tcp)?;
+        let addrs = if cfg.http3.listen.is_empty() { tls_addrs } else { &cfg.http3.listen };
+        let mut socks = Vec::new();
+        for &a in addrs {
+            let sock = bind_udp(a).map_err(|e| format!("http3: bind udp {a}: {e}"))?;
+            let state = UdpSocketState::new((&sock).into()).map_err(|e| format!("http3: udp {a}: {e}"))?;
+            let local = sock.local_addr().map_err(|e| format!("http3: udp {a}: {e}"))?;
+            socks.push(Sock { sock, state, local, stalled: None, waiting: Vec::new(), more: false });
+        }
+        let endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::clone(&server)), true, None);
+        Ok(Some(Quic {
+            socks,
+            endpoint,
+            server,
+            conns: Vec::new(),
+            open: 0,
+            deadlines: BinaryHeap::new(),
+            armed: None,
+            retry: cfg.http3.retry,
+            max_connections: cfg.max_connections,
+            rbuf: vec![0; BATCH * RBUF],
+            tbuf: Vec::new(),
+            waiters: HashMap::new(),
+            stopping: false,
+        }))
+    }
+
+    /// Registers the sockets for both directions, from token `base` on.
+    pub(crate) fn register(&mut self, registry: &Registry, base: usize) -> io::Result<()> {
+        for (i, s) in self.socks.iter_mut().enumerate() {
+            registry.register(&mut s.sock, Token(base + i), Interest::READABLE | Interest::WRITABLE)?;
+        }
+        Ok(())
+    }
+
+    /// How many sockets (tokens from the base on).
+    pub(crate) fn sockets(&self) -> usize {
+        self.socks.len()
+    }
+
+    /// The bound UDP addresses.
+    pub(crate) fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.socks.iter().map(|s| s.local).collect()
+    }
+
+    /// Open connections.
+    pub(crate) fn connections(&self) -> usize {
+        self.open
+    }
+
+    /// A new TLS configuration (reload): new connections get it.
+    pub(crate) fn reconfigure(&mut self, cfg: &Config, tcp: &rustls::ServerConfig) -> Result<(), String> {
+        let server = server_config(cfg, tcp)?;
+        self.endpoint.set_server_config(Some(Arc::clone(&server)));
+        self.server = server;
+        self.retry = cfg.http3.retry;
+        self.max_connections = cfg.max_connections;
+        Ok(())
+    }
+
+    /// Socket `i` had an event: sends what it held back (writable), reads what came
+    /// (readable), and drives the connections that got something.
+    pub(crate) fn on_socket(&mut self, i: usize, readable: bool, writable: bool, cx: &mut Ctx) {
+        if writable && i < self.socks.len() {
+            self.unstall(i, cx);
+        }
+        if readable || self.socks.get(i).is_some_and(|s| s.more) {
+            self.receive(i, cx);
+        }
+    }
+
+    /// Sockets whose read budget ran out last turn (read again on the next).
+    pub(crate) fn has_more(&self) -> bool {
+        self.socks.iter().any(|s| s.more)
+    }
+
+    /// Reads the sockets left with datagrams waiting.
+    pub(crate) fn read_more(&mut self, cx: &mut Ctx) {
+        for i in 0..self.socks.len() {
+            if self.socks[i].more {
+                self.receive(i, cx);
+            }
+        }
+    }
+
+    /// Drains socket `i` (up to [`READ_BUDGET`] datagrams), handing each datagram to the
+    /// endpoint; the connections that got any are driven once, after the batch.
+    fn receive(&mut self, i: usize, cx: &mut Ctx) {
+        let now = cx.clock.now;
+        let mut touched: Vec<usize> = Vec::new();
+        let mut read = 0;
+        self.socks[i].more = false;
+        loop {
+            if read >= READ_BUDGET {
+                self.socks[i].more = true;
+                break;
+            }
+            let mut meta = [RecvMeta::default(); BATCH];
+            let n = {
+                let mut bufs: Vec<IoSliceMut<'_>> = self.rbuf.chunks_mut(RBUF).map(IoSliceMut::new).collect();
+                let s = &self.socks[i];
+                match s.state.recv((&s.sock).into(), &mut bufs, &mut meta) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        // ICMP errors surface here (a port unreachable from a gone client):
+                        // not the socket's fault; try again next time.
+                        if e.raw_os_error() != Some(libc::ECONNREFUSED) {
+                            cx.error(format_args!("http3: udp receive on {}: {e}", self.socks[i].local));
+                        }
+                        break;
+                    }
+                }
+            };
+            for (k, m) in meta.iter().enumerate().take(n) {
+                let buf = &self.rbuf[k * RBUF..k * RBUF + m.len.min(RBUF)];
+                let stride = m.stride.max(1);
+                for d in buf.chunks(stride) {
+                    read += 1;
+                    let ecn = m.ecn.and_then(|e| EcnCodepoint::from_bits(e as u8));
+                    self.datagram(i, now, m.addr, m.dst_ip, ecn, d, &mut touched, cx);
+                }
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for key in touched {
+            self.drive(key, cx);
+        }
+    }
+
+    /// One datagram from `from` on socket `i`.
+    #[allow(clippy::too_many_arguments)]
+    fn datagram(
+        &mut self,
+        i: usize,
+        now: Instant,
+        from: SocketAddr,
+        dst: Option<std::net::IpAddr>,
+        ecn: Option<EcnCodepoint>,
+        data: &[u8],
+        touched: &mut Vec<usize>,
+        cx: &mut Ctx,
+    ) {
+        self.tbuf.clear();
+        let event = self.endpoint.handle(now, from, dst, ecn, data.into(), &mut self.tbuf);
+        match event {
+            Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
+                if let Some(Some(c)) = self.conns.get_mut(ch.0) {
+                    c.conn.handle_event(ev);
+                    touched.push(ch.0);
+                }
+            }
+            Some(DatagramEvent::Response(t)) => {
+                let buf = std::mem::take(&mut self.tbuf);
+                self.send(i, t, &buf, cx);
+                self.tbuf = buf;
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                let full = self.open >= self.max_connections;
+                if self.stopping || full {
+                    cx.counters.http3.refused += 1;
+                    let t = self.endpoint.refuse(incoming, &mut self.tbuf);
+                    let buf = std::mem::take(&mut self.tbuf);
+                    self.send(i, t, &buf, cx);
+                    self.tbuf = buf;
+                    return;
+                }
+                if self.retry == Http3Retry::Always && !incoming.remote_address_validated() && incoming.may_retry() {
+                    cx.counters.http3.retries += 1;
+                    match self.endpoint.retry(incoming, &mut self.tbuf) {
+                        Ok(t) => {
+                            let buf = std::mem::take(&mut self.tbuf);
+                            self.send(i, t, &buf, cx);
+                            self.tbuf = buf;
+                        }
+                        Err(e) => self.endpoint.ignore(e.into_incoming()),
+                    }
+                    return;
+                }
+                let fd = self.socks[i].sock.as_raw_fd();
+                match self.endpoint.accept(incoming, now, &mut self.tbuf, Some(Arc::clone(&self.server))) {
+                    Ok((ch, conn)) => {
+                        if self.conns.len() <= ch.0 {
+                            self.conns.resize_with(ch.0 + 1, || None);
+                        }
+                        self.conns[ch.0] = Some(QConn {
+                            conn,
+                            sock: i,
+                            h3: h3::H3Conn::new(fd, from.ip()),
+                            timeout: None,
+                            waiting: false,
+                        });
+                        self.open += 1;
+                        cx.counters.http3.connections += 1;
+                        touched.push(ch.0);
+                    }
+                    Err(e) => {
+                        cx.counters.http3.handshake_failures += 1;
+                        if let Some(t) = e.response {
+                            let buf = std::mem::take(&mut self.tbuf);
+                            self.send(i, t, &buf, cx);
+                            self.tbuf = buf;
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Sends one transmit on socket `i`; a refused one is kept for when the socket turns
+    /// writable. `false`: it was kept (the socket is stalled).
+    fn send(&mut self, i: usize, t: quinn_proto::Transmit, buf: &[u8], cx: &mut Ctx) -> bool {
+        let Some(s) = self.socks.get_mut(i) else { return true };
+        if s.stalled.is_some() {
+            return false;
+        }
+        let ut = quinn_udp::Transmit {
+            destination: t.destination,
+            ecn: t.ecn.map(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)).unwrap_or(None),
+            contents: &buf[..t.size.min(buf.len())],
+            segment_size: t.segment_size,
+            src_ip: t.src_ip,
+        };
+        match s.state.try_send((&s.sock).into(), &ut) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                s.stalled = Some((t, buf[..t.size.min(buf.len())].to_vec()));
+                false
+            }
+            Err(e) => {
+                // EMSGSIZE: a path MTU probe too large (expected); other errors (an ICMP
+                // error reported on this send, a route gone) lose the datagram, which QUIC
+                // recovers from as from any loss.
+                if e.raw_os_error() != Some(libc::EMSGSIZE) && !crate::conn::is_peer_gone(&e) {
+                    cx.error(format_args!("http3: udp send to {}: {e}", t.destination));
+                }
+                true
+            }
+        }
+    }
+
+    /// Socket `i` is writable: sends what it held back, then lets the waiting connections
+    /// send.
+    fn unstall(&mut self, i: usize, cx: &mut Ctx) {
+        let Some((t, buf)) = self.socks[i].stalled.take() else { return };
+        if !self.send(i, t, &buf, cx) {
+            return;
+        }
+        for key in std::mem::take(&mut self.socks[i].waiting) {
+            if let Some(Some(c)) = self.conns.get_mut(key) {
+                c.waiting = false;
+            }
+            self.drive(key, cx);
+        }
+    }
+
+    /// Drives connection `key`: its application events (HTTP/3), what it has to send, its
+    /// endpoint events, its deadline; drops it once drained.
+    fn drive(&mut self, key: usize, cx: &mut Ctx) {
+        let now = cx.clock.now;
+        let Some(Some(c)) = self.conns.get_mut(key) else { return };
+        let stopping = self.stopping;
+        while let Some(ev) = c.conn.poll() {
+            match ev {
+                Event::Connected => {
+                    cx.counters.http3.handshakes += 1;
+                    c.h3.start(&mut c.conn, stopping);
+                }
+                Event::ConnectionLost { .. } => c.h3.lost(cx),
+                Event::Stream(se) => c.h3.on_stream(&mut c.conn, se, cx),
+                Event::HandshakeDataReady | Event::DatagramReceived | Event::DatagramsUnblocked => {}
+            }
+        }
+        let jobs = c.h3.pump(&mut c.conn, cx);
+        for (job, stream) in jobs {
+            self.waiters.entry(job).or_default().push((key, stream));
+        }
+        if c.h3.finished() && !c.conn.is_closed() {
+            c.conn.close(now, VarInt::from_u32(H3_NO_ERROR), bytes::Bytes::new());
+        }
+        self.flush(key, cx);
+        let Some(Some(c)) = self.conns.get_mut(key) else { return };
+        while let Some(ev) = c.conn.poll_endpoint_events() {
+            if let Some(ce) = self.endpoint.handle_event(ConnectionHandle(key), ev) {
+                c.conn.handle_event(ce);
+            }
+        }
+        if c.conn.is_drained() {
+            c.h3.lost(cx);
+            self.conns[key] = None;
+            self.open -= 1;
+            return;
+        }
+        let t = match (c.conn.poll_timeout(), c.h3.wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if t != c.timeout {
+            c.timeout = t;
+            if let Some(t) = t {
+                self.deadlines.push(Reverse((t, key)));
+            }
+        }
+    }
+
+    /// Sends what connection `key` has to send, as many datagrams per `sendmsg` as GSO
+    /// takes, until it has nothing more or its socket is stalled.
+    fn flush(&mut self, key: usize, cx: &mut Ctx) {
+        let now = cx.clock.now;
+        loop {
+            let Some(Some(c)) = self.conns.get_mut(key) else { return };
+            let i = c.sock;
+            let Some(s) = self.socks.get_mut(i) else { return };
+            if s.stalled.is_some() {
+                if !c.waiting {
+                    c.waiting = true;
+                    s.waiting.push(key);
+                }
+                return;
+            }
+            let segments = s.state.max_gso_segments();
+            self.tbuf.clear();
+            let Some(t) = c.conn.poll_transmit(now, segments, &mut self.tbuf) else { return };
+            let buf = std::mem::take(&mut self.tbuf);
+            self.send(i, t, &buf, cx);
+            self.tbuf = buf;
+        }
+    }
+
+    /// The deadline to put in the server's timer heap, if it is new (earlier than the one
+    /// there, or that one has passed).
+    pub(crate) fn rearm(&mut self, now: Instant) -> Option<Instant> {
+        let next = self.deadlines.peek().map(|Reverse((t, _))| *t)?;
+        match self.armed {
+            Some(a) if a <= next && a > now => None,
+            _ => {
+                self.armed = Some(next);
+                Some(next)
+            }
+        }
+    }
+
+    /// The server's timer for the endpoint fired: handles every connection deadline that
+    /// has passed.
+    pub(crate) fn on_timer(&mut self, cx: &mut Ctx) {
+        let now = cx.clock.now;
+        self.armed = None;
+        while let Some(&Reverse((t, key))) = self.deadlines.peek() {
+            if t > now {
+                break;
+            }
+            self.deadlines.pop();
+            let Some(Some(c)) = self.conns.get_mut(key) else { continue };
+            if c.timeout != Some(t) {
+                continue;
+            }
+            c.timeout = None;
+            // Early for quinn-proto when the deadline was a rate limit's: it then does
+            // nothing.
+            c.conn.handle_timeout(now);
+            self.drive(key, cx);
+        }
+    }
+
+    /// Verification job `job` is done: its paused requests are answered again.
+    pub(crate) fn resume(&mut self, job: u64, cx: &mut Ctx) {
+        let Some(list) = self.waiters.remove(&job) else { return };
+        let mut keys = Vec::new();
+        for (key, stream) in list {
+            if let Some(Some(c)) = self.conns.get_mut(key) {
+                c.h3.resume(stream);
+                keys.push(key);
+            }
+        }
+        keys.dedup();
+        for key in keys {
+            self.drive(key, cx);
+        }
+    }
+
+    /// Graceful stop or reload: no new connections; each open one gets GOAWAY, finishes its
+    /// requests in flight and is closed once it has none.
+    pub(crate) fn go_away(&mut self, cx: &mut Ctx) {
+        self.stopping = true;
+        for key in 0..self.conns.len() {
+            if let Some(Some(c)) = self.conns.get_mut(key) {
+                c.h3.go_away();
+                self.drive(key, cx);
+            }
+        }
+    }
+
+    /// Closes every connection at once (the shutdown deadline passed); transfers still
+    /// going are logged with what they sent.
+    pub(crate) fn close_all(&mut self, cx: &mut Ctx) {
+        let now = cx.clock.now;
+        for key in 0..self.conns.len() {
+            if let Some(Some(c)) = self.conns.get_mut(key) {
+                c.h3.lost(cx);
+                c.conn.close(now, VarInt::from_u32(H3_NO_ERROR), bytes::Bytes::new());
+                self.flush(key, cx);
+            }
+        }
+    }
+}
