@@ -2,9 +2,9 @@
 //! validation ([`request`]; a field list with pseudo-header fields, HTTP/2's and HTTP/3's,
 //! in `fields`), response heads ([`response`]), preconditions ([`conditional`]), ranges
 //! ([`range`]), content negotiation ([`encoding`], [`media`], [`weighted`]), `Forwarded`
-//! ([`forwarded`]), address ranges ([`net`]), RFC 9218 priorities (`priority`), the cached
-//! `Date` ([`date`]) and Content-Type lookup ([`mime`]). Pure functions on bytes: no
-//! socket, no file, no configuration.
+//! ([`forwarded`]), address ranges ([`net`]), RFC 9218 priorities (`priority`), the Huffman
+//! code HPACK and QPACK share (`huffman`), the cached `Date` ([`date`]) and Content-Type
+//! lookup ([`mime`]). Pure functions on bytes: no socket, no file, no configuration.
 
 pub mod conditional;
 pub mod date;
@@ -12,6 +12,8 @@ pub mod encoding;
 #[cfg(any(feature = "http2", feature = "http3"))]
 pub mod fields;
 pub mod forwarded;
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub(crate) mod huffman;
 pub mod media;
 pub mod mime;
 pub mod net;

@@ -1,4 +1,5 @@
-//! The HPACK Huffman code (RFC 7541 §5.2, Appendix B).
+//! The HPACK Huffman code (RFC 7541 §5.2, Appendix B), which QPACK uses unchanged (RFC 9204
+//! §4.1.2): HTTP/2's `h2::hpack` and HTTP/3's `h3::qpack` share this one copy.
 //!
 //! The code is canonical: within one code length, codes are consecutive and ordered by
 //! symbol, and the first code of each length follows the last code of the previous length.
