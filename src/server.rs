@@ -449,7 +449,9 @@ impl Server {
                     }
                     Token(t) if t < self.listeners.len() => self.accept(t),
                     #[cfg(feature = "http3")]
-                    Token(t) if t >= QUIC_BASE && t < CONN_BASE - 3 => {
+                    Token(t)
+                        if self.quic.as_ref().is_some_and(|q| (QUIC_BASE..QUIC_BASE + q.sockets()).contains(&t)) =>
+                    {
                         let (r, w) = (ev.is_readable() || ev.is_error(), ev.is_writable());
                         self.with_quic(|q, cx| q.on_socket(t - QUIC_BASE, r, w, cx));
                     }

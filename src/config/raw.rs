@@ -1725,6 +1725,36 @@ mod tests {
     }
 
     #[test]
+    fn http3_keys() {
+        let d = load("").unwrap().http3;
+        assert_eq!(d, crate::config::Http3Settings::default());
+        assert!(!d.enabled && d.alt_svc && d.max_streams == 100);
+        let tls = "[tls]\nlisten = [\"127.0.0.1:8443\"]\ncert = \"a.crt\"\nkey = \"a.key\"\n";
+        let c = load(&format!(
+            "{tls}[http3]\nlisten = [\"127.0.0.1:9443\"]\nmax_streams = 10\nidle_timeout = \"5s\"\nalt_svc = false\nretry = \"always\"\n"
+        ))
+        .unwrap()
+        .http3;
+        assert_eq!(c.listen, vec!["127.0.0.1:9443".parse().unwrap()]);
+        assert_eq!((c.max_streams, c.idle_timeout, c.alt_svc), (10, Duration::from_secs(5), false));
+        assert_eq!(c.retry, crate::config::Http3Retry::Always);
+        for (bad, key) in [
+            ("max_streams = 0", "http3.max_streams"),
+            ("max_streams = 1001", "http3.max_streams"),
+            ("retry = \"sometimes\"", "http3.retry"),
+            ("idle_timeout = 0", "http3.idle_timeout"),
+        ] {
+            let e = load(&format!("[http3]\n{bad}\n")).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        // Enabled: it needs the TLS listeners' certificates, and a build with HTTP/3.
+        let e = load("[http3]\nenabled = true\n").unwrap_err().to_string();
+        assert!(e.contains("http3.enabled"), "{e}");
+        let on = load(&format!("{tls}[http3]\nenabled = true\n"));
+        assert_eq!(on.is_ok(), cfg!(feature = "http3"));
+    }
+
+    #[test]
     fn http2_keys() {
         let d = load("").unwrap().http2;
         assert_eq!(d, crate::config::Http2Settings::default());

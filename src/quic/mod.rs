@@ -287,15 +287,17 @@ impl Quic {
                     }
                 }
             };
+            let rbuf = std::mem::take(&mut self.rbuf);
             for (k, m) in meta.iter().enumerate().take(n) {
-                let buf = &self.rbuf[k * RBUF..k * RBUF + m.len.min(RBUF)];
-                let stride = m.stride.max(1);
-                for d in buf.chunks(stride) {
+                let buf = &rbuf[k * RBUF..k * RBUF + m.len.min(RBUF)];
+                // GRO: datagrams of `stride` bytes each, the last one maybe shorter.
+                for d in buf.chunks(m.stride.max(1)) {
                     read += 1;
                     let ecn = m.ecn.and_then(|e| EcnCodepoint::from_bits(e as u8));
                     self.datagram(i, now, m.addr, m.dst_ip, ecn, d, &mut touched, cx);
                 }
             }
+            self.rbuf = rbuf;
         }
         touched.sort_unstable();
         touched.dedup();
@@ -401,7 +403,8 @@ impl Quic {
         match s.state.try_send((&s.sock).into(), &ut) {
             Ok(()) => true,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                s.stalled = Some((t, buf[..t.size.min(buf.len())].to_vec()));
+                let kept = buf[..t.size.min(buf.len())].to_vec();
+                s.stalled = Some((t, kept));
                 false
             }
             Err(e) => {

@@ -1,0 +1,258 @@
+//! HTTP/3 over QUIC (issue 35): the real binary with `[http3] enabled`, on UDP beside its TLS
+//! listener (same port), against a small aioquic client (`tests/h3client.py`). Built only
+//! with the `http3` feature; the tests skip, saying so, where Python's `aioquic` is missing
+//! (and fail in CI, which installs it: `.ci/run`).
+#![cfg(feature = "http3")]
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::json::{self, Json};
+use common::*;
+
+/// What the client got for one request.
+struct H3Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    sha256: String,
+    length: u64,
+    reset: bool,
+}
+
+impl H3Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Whether the aioquic client can run here; in CI a missing one is a failure.
+fn have_client() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "python3 with aioquic is required in CI (.ci/run installs it)");
+        eprintln!("skipped: python3 with aioquic is not installed (pip install aioquic)");
+    }
+    ok
+}
+
+/// Sends `reqs` (method, path, authority, extra fields) at once over one HTTP/3 connection
+/// to the server's TLS port (UDP), with `sni`.
+fn h3(srv: &Server, sni: &str, reqs: &[(&str, &str, &str, &[(&str, &str)])]) -> Result<Vec<H3Response>, String> {
+    let mut spec = String::from("[");
+    for (i, (method, path, authority, fields)) in reqs.iter().enumerate() {
+        let fields: Vec<String> = fields.iter().map(|(n, v)| format!("[{n:?},{v:?}]")).collect();
+        spec.push_str(&format!(
+            "{}{{\"method\":{method:?},\"path\":{path:?},\"authority\":{authority:?},\"headers\":[{}]}}",
+            if i > 0 { "," } else { "" },
+            fields.join(",")
+        ));
+    }
+    spec.push(']');
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3client.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .args(["127.0.0.1", &srv.tls_addr().port().to_string(), sni])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("python3: {e}"))?;
+    child.stdin.take().ok_or("stdin")?.write_all(spec.as_bytes()).map_err(|e| e.to_string())?;
+    // The client bounds itself (20 s).
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!("client failed: {text} {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let v = json::parse_json(&text).map_err(|e| format!("{e}: {text}"))?;
+    let Json::Arr(list) = v else { return Err(format!("not a list: {text}")) };
+    let num = |r: &Json, k: &str| r.num(&[k]).map(|n| n as u64);
+    let mut got = Vec::new();
+    for r in &list {
+        let Some(Json::Arr(pairs)) = r.get("headers") else { return Err(format!("no headers: {text}")) };
+        let headers = pairs
+            .iter()
+            .filter_map(|p| match p {
+                Json::Arr(nv) => Some((nv.first()?.str()?.to_string(), nv.get(1)?.str()?.to_string())),
+                _ => None,
+            })
+            .collect();
+        got.push(H3Response {
+            status: num(r, "status")? as u16,
+            headers,
+            sha256: r.get("body_hex_sha256").and_then(Json::str).ok_or("sha")?.to_string(),
+            length: num(r, "length")?,
+            reset: r.get("reset") == Some(&Json::Bool(true)),
+        });
+    }
+    Ok(got)
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let mut child = Command::new("sha256sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
+}
+
+/// A server with a TLS listener (the `localhost` certificate) and HTTP/3 on its port;
+/// `extra` is appended to the configuration (tables after `[http3]`).
+fn h3_server(extra: &str, setup: impl FnOnce(&Path, &Path) + 'static) -> Server {
+    Server::builder()
+        .setup(|dir, _| proto::make_localhost_cert(dir))
+        .setup(setup)
+        .raw_config(&format!(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\n\
+             [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n\
+             [status]\nenabled = true\n\
+             [tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n\
+             [http3]\nenabled = true\n{extra}"
+        ))
+        .start()
+}
+
+const SMALL: usize = 4096;
+const BIG: usize = 3 * 1024 * 1024;
+
+fn write_bodies(root: &Path) {
+    std::fs::write(root.join("small.bin"), pseudo_random_bytes(SMALL, 1)).unwrap();
+    std::fs::write(root.join("big.bin"), pseudo_random_bytes(BIG, 2)).unwrap();
+}
+
+/// GET, HEAD, ranges, 304, 404 over HTTP/3, byte for byte, with the 3 MiB file both
+/// fd-backed (the default `max_file`, 64 KiB) and mapped (`max_file` above it); the access
+/// log says HTTP/3.0 and the status page counts the requests.
+#[test]
+fn get_head_range_conditional_byte_exact() {
+    if !have_client() {
+        return;
+    }
+    let small = pseudo_random_bytes(SMALL, 1);
+    let big = pseudo_random_bytes(BIG, 2);
+    for cache in ["", "[cache]\nmax_file = 8388608\n"] {
+        let srv = h3_server(cache, |_, root| write_bodies(root));
+        let first = h3(&srv, "localhost", &[("GET", "/small.bin", "localhost", &[])]).unwrap();
+        let etag = first[0].header("etag").expect("an ETag").to_string();
+        let inm = [("if-none-match", etag.as_str())];
+        let range = [("range", "bytes=100-1099")];
+        let big_range = [("range", "bytes=2000000-")];
+        let r = h3(
+            &srv,
+            "localhost",
+            &[
+                ("GET", "/small.bin", "localhost", &[]),
+                ("GET", "/big.bin", "localhost", &[]),
+                ("HEAD", "/big.bin", "localhost", &[]),
+                ("GET", "/small.bin", "localhost", &range),
+                ("GET", "/big.bin", "localhost", &big_range),
+                ("GET", "/small.bin", "localhost", &inm),
+                ("GET", "/nope.bin", "localhost", &[]),
+            ],
+        )
+        .unwrap();
+        let what = if cache.is_empty() { "fd-backed" } else { "mapped" };
+        assert_eq!((r[0].status, r[0].length, &r[0].sha256), (200, SMALL as u64, &sha256(&small)), "{what}");
+        assert_eq!((r[1].status, r[1].length, &r[1].sha256), (200, BIG as u64, &sha256(&big)), "{what}");
+        assert_eq!(r[1].header("content-length"), Some("3145728"));
+        assert_eq!((r[2].status, r[2].length), (200, 0));
+        assert_eq!(r[2].header("content-length"), Some("3145728"));
+        assert_eq!((r[3].status, r[3].length, &r[3].sha256), (206, 1000, &sha256(&small[100..1100])));
+        assert_eq!(r[3].header("content-range"), Some("bytes 100-1099/4096"));
+        assert_eq!((r[4].status, &r[4].sha256), (206, &sha256(&big[2_000_000..])), "{what}");
+        assert_eq!((r[5].status, r[5].length), (304, 0));
+        assert_eq!(r[6].status, 404);
+        assert!(r.iter().all(|r| !r.reset));
+        // No connection-specific fields, lowercase names (RFC 9114 §4.2).
+        for resp in &r {
+            for (n, _) in &resp.headers {
+                assert!(!n.bytes().any(|b| b.is_ascii_uppercase()) && n != "connection" && n != "keep-alive", "{n}");
+            }
+        }
+        let log = srv.wait_access_log(8);
+        assert!(log.iter().any(|l| l.contains("\"GET /big.bin HTTP/3.0\" 200 3145728")), "{log:?}");
+        assert!(log.iter().any(|l| l.contains("\"HEAD /big.bin HTTP/3.0\" 200 0")), "{log:?}");
+        let status = srv.get("/.status");
+        assert!(status.body_text().contains("requests_http3: 8\n"), "{}", status.body_text());
+        assert!(status.body_text().contains("http3_connections: accepted 2 handshakes 2"), "{}", status.body_text());
+    }
+}
+
+/// 100 requests at once on one connection, each on its own stream (`max_streams` = 100).
+#[test]
+fn hundred_concurrent_streams() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("", |_, root| write_bodies(root));
+    let small = sha256(&pseudo_random_bytes(SMALL, 1));
+    let reqs: Vec<(&str, &str, &str, &[(&str, &str)])> =
+        (0..100).map(|_| ("GET", "/small.bin", "localhost", &[][..])).collect();
+    let r = h3(&srv, "localhost", &reqs).unwrap();
+    assert_eq!(r.len(), 100);
+    assert!(r.iter().all(|r| r.status == 200 && r.sha256 == small), "a response differs");
+}
+
+/// Responses over TCP with TLS advertise HTTP/3 on the same port (`Alt-Svc`); plain HTTP
+/// does not, nor does TLS with `alt_svc = false`.
+#[test]
+fn alt_svc_on_tls_responses() {
+    let srv = h3_server("", |_, _| {});
+    let port = srv.tls_addr().port();
+    let cacert = srv.dir().join("localhost.crt");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let url = format!("https://localhost:{port}/file.txt");
+    let o =
+        curl(&["-sS", "-D", "-", "-o", "/dev/null", "--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url]);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    let want = format!("alt-svc: h3=\":{port}\"; ma=86400");
+    assert!(o.stdout_text().to_ascii_lowercase().contains(&want), "{}", o.stdout_text());
+    assert!(srv.get("/file.txt").header("Alt-Svc").is_none());
+    let off = h3_server("alt_svc = false\n", |_, _| {});
+    let port = off.tls_addr().port();
+    let cacert = off.dir().join("localhost.crt");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let url = format!("https://localhost:{port}/file.txt");
+    let o =
+        curl(&["-sS", "-D", "-", "-o", "/dev/null", "--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url]);
+    assert!(!o.stdout_text().to_ascii_lowercase().contains("alt-svc"), "{}", o.stdout_text());
+}
+
+/// Virtual hosts by `:authority`, and the 421 rule with the SNI name of the QUIC handshake:
+/// a request whose authority picks another site than the SNI name is misdirected.
+#[test]
+fn vhosts_by_authority_and_sni() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("[[vhost]]\nhost = \"a.test\"\nroot = \"{dir}/a\"\n", |dir, _| {
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::write(dir.join("a/file.txt"), b"site a\n").unwrap();
+    });
+    let r = h3(&srv, "a.test", &[("GET", "/file.txt", "a.test", &[]), ("GET", "/file.txt", "localhost", &[])]).unwrap();
+    assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(b"site a\n")));
+    assert_eq!(r[1].status, 421);
+    let r = h3(&srv, "localhost", &[("GET", "/file.txt", "localhost", &[])]).unwrap();
+    assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
+}
+
+/// `retry = "always"`: every new connection is validated with a Retry round trip, and then
+/// served as usual.
+#[test]
+fn retry_always_validates_then_serves() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("retry = \"always\"\n", |_, _| {});
+    let r = h3(&srv, "localhost", &[("GET", "/file.txt", "localhost", &[])]).unwrap();
+    assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
+    let status = srv.get("/.status");
+    assert!(status.body_text().contains("retries 1\n"), "{}", status.body_text());
+}
