@@ -43,9 +43,12 @@ fn have_client() -> bool {
     ok
 }
 
+/// One request: method, path, authority, extra fields.
+type Req<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
+
 /// Sends `reqs` (method, path, authority, extra fields) at once over one HTTP/3 connection
 /// to the server's TLS port (UDP), with `sni`.
-fn h3(srv: &Server, sni: &str, reqs: &[(&str, &str, &str, &[(&str, &str)])]) -> Result<Vec<H3Response>, String> {
+fn h3(srv: &Server, sni: &str, reqs: &[Req<'_>]) -> Result<Vec<H3Response>, String> {
     let mut spec = String::from("[");
     for (i, (method, path, authority, fields)) in reqs.iter().enumerate() {
         let fields: Vec<String> = fields.iter().map(|(n, v)| format!("[{n:?},{v:?}]")).collect();
@@ -193,8 +196,7 @@ fn hundred_concurrent_streams() {
     }
     let srv = h3_server("", |_, root| write_bodies(root));
     let small = sha256(&pseudo_random_bytes(SMALL, 1));
-    let reqs: Vec<(&str, &str, &str, &[(&str, &str)])> =
-        (0..100).map(|_| ("GET", "/small.bin", "localhost", &[][..])).collect();
+    let reqs: Vec<Req<'_>> = (0..100).map(|_| ("GET", "/small.bin", "localhost", &[][..])).collect();
     let r = h3(&srv, "localhost", &reqs).unwrap();
     assert_eq!(r.len(), 100);
     assert!(r.iter().all(|r| r.status == 200 && r.sha256 == small), "a response differs");

@@ -21,12 +21,16 @@ pub fn head_fields_start(head: &[u8]) -> usize {
     head.iter().position(|&b| b == b'\n').map_or(head.len(), |i| i + 1)
 }
 
+/// Where a field's name and value are in a rendered head ([`head_field`]).
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub type FieldAt = (std::ops::Range<usize>, std::ops::Range<usize>);
+
 /// The line at `at` of a rendered head, as HTTP/2 and HTTP/3 carry it: its length (to the
 /// next line), and where its name and its trimmed value are in `head`, unless it is not a
 /// field line (the blank line at the end) or a connection-specific field (RFC 9113 §8.2.2,
 /// RFC 9114 §4.2), which those protocols drop. Names are as rendered: the caller lowercases.
 #[cfg(any(feature = "http2", feature = "http3"))]
-pub fn head_field(head: &[u8], at: usize) -> (usize, Option<(std::ops::Range<usize>, std::ops::Range<usize>)>) {
+pub fn head_field(head: &[u8], at: usize) -> (usize, Option<FieldAt>) {
     let rest = head.get(at..).unwrap_or_default();
     let len = rest.iter().position(|&b| b == b'\n').map_or(rest.len(), |i| i + 1);
     let line = &rest[..len];

@@ -557,7 +557,7 @@ fn send_stream(
                 Err(WriteError::ClosedStream) => return Progress::Failed(Code::RequestCancelled as u32),
             }
         }
-        if s.left() == 0 && !(!s.ex.parts.is_empty() && s.ex.next_part(cx)) {
+        if s.left() == 0 && !s.ex.next_part(cx) {
             return match conn.send_stream(id).finish() {
                 Ok(()) => Progress::Done,
                 Err(_) => Progress::Failed(Code::RequestCancelled as u32),
