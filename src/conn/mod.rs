@@ -592,7 +592,7 @@ impl Conn {
 }
 
 /// Resets and broken pipes are how clients leave; they are not worth a log line.
-pub(crate) fn is_peer_gone(e: &io::Error) -> bool {
+fn is_peer_gone(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(

@@ -411,7 +411,8 @@ impl Quic {
                 // EMSGSIZE: a path MTU probe too large (expected); other errors (an ICMP
                 // error reported on this send, a route gone) lose the datagram, which QUIC
                 // recovers from as from any loss.
-                if e.raw_os_error() != Some(libc::EMSGSIZE) && !crate::conn::is_peer_gone(&e) {
+                let expected = [libc::EMSGSIZE, libc::ECONNREFUSED, libc::EHOSTUNREACH, libc::ENETUNREACH];
+                if !e.raw_os_error().is_some_and(|c| expected.contains(&c)) {
                     cx.error(format_args!("http3: udp send to {}: {e}", t.destination));
                 }
                 true
@@ -479,6 +480,16 @@ impl Quic {
             c.timeout = t;
             if let Some(t) = t {
                 self.deadlines.push(Reverse((t, key)));
+            }
+            // Each change leaves the old entry behind (skipped when it comes up): past a
+            // few per connection, the heap is rebuilt from the current deadlines.
+            if self.deadlines.len() > 4 * self.open + 64 {
+                self.deadlines = self
+                    .conns
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, c)| Some(Reverse((c.as_ref()?.timeout?, k))))
+                    .collect();
             }
         }
     }
