@@ -38,7 +38,7 @@ fn have_client() -> bool {
         .is_ok_and(|s| s.success());
     if !ok {
         assert!(std::env::var_os("CI").is_none(), "python3 with aioquic is required in CI (.ci/run installs it)");
-        eprintln!("skipped: python3 with aioquic is not installed (pip install aioquic)");
+        eprintln!("note: python3 with aioquic is not installed: the HTTP/3 tests are skipped (pip install aioquic)");
     }
     ok
 }
