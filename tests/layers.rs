@@ -215,7 +215,8 @@ fn layers_only_reach_down() {
         // The QUIC endpoint, a transport beside the TCP connections: never those, nor the loop.
         ("quic", &["conn", "server", "workers"]),
     ];
-    let leaves = ["http", "h2", "fs", "access", "route", "tls", "thttpd", "log", "status", "glob", "proxy", "sys"];
+    let leaves =
+        ["http", "h2", "h3", "fs", "access", "route", "tls", "thttpd", "log", "status", "glob", "proxy", "sys"];
     let upper = ["conn", "quic", "serve", "ctx", "server", "workers"];
     let mut bad = Vec::new();
     for (from, banned) in rules.iter().copied().chain(leaves.iter().map(|l| (*l, &upper[..]))) {

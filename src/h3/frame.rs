@@ -428,7 +428,7 @@ mod tests {
         assert_eq!(out, [0x01, 0x03, 0, 0, 0xd1]);
         out.clear();
         write_settings(&[(SETTINGS_QPACK_MAX_TABLE_CAPACITY, 0), (SETTINGS_MAX_FIELD_SECTION_SIZE, 16384)], &mut out);
-        assert_eq!(out, [0x04, 0x06, 0x01, 0x00, 0x06, 0x80, 0x00, 0x40, 0x00]);
+        assert_eq!(out, [0x04, 0x07, 0x01, 0x00, 0x06, 0x80, 0x00, 0x40, 0x00]);
         let (h, n) = parse_header(&out).unwrap();
         let s = parse_settings(&out[n..n + h.len as usize]).unwrap();
         assert_eq!((s.qpack_max_table_capacity, s.max_field_section_size), (0, 16384));

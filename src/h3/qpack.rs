@@ -30,8 +30,9 @@
 //! whether a section is valid QPACK does not depend on the limit.
 //!
 //! **Encoding.** A response section is the two-byte prefix `00 00` (no dynamic table),
-//! `:status` (one byte for the 14 codes in the static table: 100, 103, 200, 204, 206, 302,
-//! 304, 400, 403, 404, 421, 425, 500, 503; a name reference and three digits for others),
+//! `:status` (an index for the 14 codes in the static table: one byte for 103, 200, 304,
+//! 404 and 503, two for 100, 204, 206, 302, 400, 403, 421, 425 and 500, whose indices fill
+//! the 6-bit prefix; a name reference and three digits for the others),
 //! then each field: one byte when the static table has the exact field (`accept-ranges:
 //! bytes`, `content-type: text/css`, `vary: accept-encoding`...), a literal with a static
 //! name reference when it has the name (`content-length`, `etag`, `last-modified`, `date`,
@@ -304,8 +305,7 @@ pub fn encode_status(status: u16, out: &mut Vec<u8>) {
         Some(i) => write_integer(out, 0xc0, 6, usize::from(i)),
         None => {
             // Literal with a static name reference to :status (index 24), three digits
-            // (never shorter in Huffman: digits are 5 or 6 bits, 3 of them fill 2 bytes,
-            // and the raw form is 3 bytes, so Huffman wins: write_string decides).
+            // (Huffman-coded only when all three are 0, 1 or 2: 5-bit codes, 2 bytes).
             write_integer(out, 0x50, 4, 24);
             let mut digits = itoa::Buffer::new();
             write_string(out, 0, 7, digits.format(status).as_bytes());
