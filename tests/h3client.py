@@ -4,7 +4,9 @@
 Usage: h3client.py HOST PORT SNI < requests.json
 
 stdin: a JSON list of requests, each {"method": "GET", "path": "/x", "authority": "...",
-"headers": [["name", "value"], ...]}; all are sent at once, each on its own stream, over one
+"headers": [["name", "value"], ...], "stop_after": N (optional: once N body bytes came, the
+client stops the stream with STOP_SENDING H3_REQUEST_CANCELLED and takes it as done)};
+all are sent at once, each on its own stream, over one
 connection (certificate not verified: the tests' certificate is self-signed; the SNI is
 SNI). stdout: a JSON list in the same order, each {"status": 200, "headers": [[n, v], ...],
 "body_hex_sha256": "...", "length": N, "reset": bool}; exit 0. A connection that cannot be
@@ -34,6 +36,7 @@ class Client(QuicConnectionProtocol):
         # aioquic checks a response's content-length against its body even for HEAD, whose
         # response has none (RFC 9110 §9.3.2): not for those.
         self.heads = set()
+        self.stops = {}
         check = self.h3._check_content_length
         self.h3._check_content_length = lambda stream: None if stream.stream_id in self.heads else check(stream)
 
@@ -49,6 +52,8 @@ class Client(QuicConnectionProtocol):
             self.heads.add(sid)
         self.h3.send_headers(stream_id=sid, headers=headers, end_stream=True)
         self.results[sid] = {"status": None, "headers": [], "body": hashlib.sha256(), "length": 0, "reset": False}
+        if req.get("stop_after") is not None:
+            self.stops[sid] = req["stop_after"]
         self.waiters[sid] = self._loop.create_future()
         return sid
 
@@ -75,6 +80,14 @@ class Client(QuicConnectionProtocol):
             elif isinstance(ev, DataReceived):
                 r["body"].update(ev.data)
                 r["length"] += len(ev.data)
+                stop = self.stops.get(ev.stream_id)
+                if stop is not None and r["length"] >= stop:
+                    del self.stops[ev.stream_id]
+                    self._quic.stop_stream(ev.stream_id, 0x10C)
+                    self.transmit()
+                    self.finish(ev.stream_id)
+                    continue
+
             if getattr(ev, "stream_ended", False):
                 self.finish(ev.stream_id)
 
@@ -90,6 +103,9 @@ async def main():
         sids = [client.request(r) for r in reqs]
         client.transmit()
         await asyncio.gather(*(client.waiters[s] for s in sids))
+        # Let what the server sends after a stopped stream arrive (its RESET_STREAM).
+        if any(r.get("stop_after") is not None for r in reqs):
+            await asyncio.sleep(0.3)
         out = []
         for s in sids:
             r = client.results[s]

@@ -46,14 +46,20 @@ fn have_client() -> bool {
 /// One request: method, path, authority, extra fields.
 type Req<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
 
+/// A request field the client takes as an instruction, not sent: stop the stream
+/// (STOP_SENDING H3_REQUEST_CANCELLED) once this many body bytes came.
+const STOP_AFTER: &str = "x-test-stop-after";
+
 /// Sends `reqs` (method, path, authority, extra fields) at once over one HTTP/3 connection
 /// to the server's TLS port (UDP), with `sni`.
 fn h3(srv: &Server, sni: &str, reqs: &[Req<'_>]) -> Result<Vec<H3Response>, String> {
     let mut spec = String::from("[");
     for (i, (method, path, authority, fields)) in reqs.iter().enumerate() {
-        let fields: Vec<String> = fields.iter().map(|(n, v)| format!("[{n:?},{v:?}]")).collect();
+        let stop = fields.iter().find(|(n, _)| *n == STOP_AFTER).map_or("null", |(_, v)| v);
+        let fields: Vec<String> =
+            fields.iter().filter(|(n, _)| *n != STOP_AFTER).map(|(n, v)| format!("[{n:?},{v:?}]")).collect();
         spec.push_str(&format!(
-            "{}{{\"method\":{method:?},\"path\":{path:?},\"authority\":{authority:?},\"headers\":[{}]}}",
+            "{}{{\"method\":{method:?},\"path\":{path:?},\"authority\":{authority:?},\"headers\":[{}],\"stop_after\":{stop}}}",
             if i > 0 { "," } else { "" },
             fields.join(",")
         ));
@@ -257,4 +263,26 @@ fn retry_always_validates_then_serves() {
     assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
     let status = srv.get("/.status");
     assert!(status.body_text().contains("retries 1\n"), "{}", status.body_text());
+}
+
+/// A response the client stops part way (STOP_SENDING) is reset, logged with the bytes
+/// handed on and counted as aborted; the connection and the other streams go on.
+#[test]
+fn stopped_stream_is_reset_and_accounted_aborted() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("", |_, root| write_bodies(root));
+    let stop = [(STOP_AFTER, "65536")];
+    let r = h3(&srv, "localhost", &[("GET", "/big.bin", "localhost", &stop), ("GET", "/small.bin", "localhost", &[])])
+        .unwrap();
+    assert!(r[0].length >= 65536 && r[0].length < BIG as u64, "{}", r[0].length);
+    assert_eq!((r[1].status, &r[1].sha256), (200, &sha256(&pseudo_random_bytes(SMALL, 1))));
+    let log = srv.wait_access_log(2);
+    let big = log.iter().find(|l| l.contains("GET /big.bin HTTP/3.0")).expect("the stopped request is logged");
+    let sent: u64 = big.split_whitespace().nth(9).and_then(|n| n.parse().ok()).expect("a byte count");
+    assert!(sent < BIG as u64, "{big}");
+    let status = srv.get("/.status");
+    assert!(status.body_text().contains("requests_aborted: 1\n"), "{}", status.body_text());
+    assert!(status.body_text().contains("requests_http3: 2\n"), "{}", status.body_text());
 }
