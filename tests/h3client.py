@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """A small HTTP/3 client for tests/http3.rs, on aioquic's H3Connection.
 
-Usage: h3client.py HOST PORT SNI < requests.json
+Usage: h3client.py HOST PORT SNI [LINGER] < requests.json
+
+With LINGER (seconds), the client keeps the connection open that long after the responses
+and reports how the server closed it ("closed": the error code, or null).
 
 stdin: a JSON list of requests, each {"method": "GET", "path": "/x", "authority": "...",
 "headers": [["name", "value"], ...], "stop_after": N (optional: once N body bytes came, the
@@ -24,7 +27,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import QuicEvent, StreamReset
+from aioquic.quic.events import ConnectionTerminated, QuicEvent, StreamReset
 
 
 class Client(QuicConnectionProtocol):
@@ -37,6 +40,7 @@ class Client(QuicConnectionProtocol):
         # response has none (RFC 9110 §9.3.2): not for those.
         self.heads = set()
         self.stops = {}
+        self.closed = self._loop.create_future()
         check = self.h3._check_content_length
         self.h3._check_content_length = lambda stream: None if stream.stream_id in self.heads else check(stream)
 
@@ -63,6 +67,8 @@ class Client(QuicConnectionProtocol):
             w.set_result(True)
 
     def quic_event_received(self, event: QuicEvent):
+        if isinstance(event, ConnectionTerminated) and not self.closed.done():
+            self.closed.set_result(event.error_code)
         if isinstance(event, StreamReset) and event.stream_id in self.results:
             self.results[event.stream_id]["reset"] = True
             self.finish(event.stream_id)
@@ -106,10 +112,17 @@ async def main():
         # Let what the server sends after a stopped stream arrive (its RESET_STREAM).
         if any(r.get("stop_after") is not None for r in reqs):
             await asyncio.sleep(0.3)
+        closed = None
+        if len(sys.argv) > 4:
+            try:
+                closed = await asyncio.wait_for(asyncio.shield(client.closed), float(sys.argv[4]))
+            except asyncio.TimeoutError:
+                pass
         out = []
         for s in sids:
             r = client.results[s]
             r["body_hex_sha256"] = r.pop("body").hexdigest()
+            r["closed"] = closed
             out.append(r)
         print(json.dumps(out))
 

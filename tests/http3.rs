@@ -8,7 +8,8 @@ mod common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use common::json::{self, Json};
 use common::*;
@@ -20,6 +21,8 @@ struct H3Response {
     sha256: String,
     length: u64,
     reset: bool,
+    /// With a linger: the error code the server closed the connection with.
+    closed: Option<u64>,
 }
 
 impl H3Response {
@@ -53,6 +56,12 @@ const STOP_AFTER: &str = "x-test-stop-after";
 /// Sends `reqs` (method, path, authority, extra fields) at once over one HTTP/3 connection
 /// to the server's TLS port (UDP), with `sni`.
 fn h3(srv: &Server, sni: &str, reqs: &[Req<'_>]) -> Result<Vec<H3Response>, String> {
+    collect(spawn_client(srv, sni, reqs, None)?)
+}
+
+/// Starts the client on `reqs`; with `linger`, it then waits that long for the server to
+/// close the connection.
+fn spawn_client(srv: &Server, sni: &str, reqs: &[Req<'_>], linger: Option<u32>) -> Result<Child, String> {
     let mut spec = String::from("[");
     for (i, (method, path, authority, fields)) in reqs.iter().enumerate() {
         let stop = fields.iter().find(|(n, _)| *n == STOP_AFTER).map_or("null", |(_, v)| v);
@@ -69,13 +78,18 @@ fn h3(srv: &Server, sni: &str, reqs: &[Req<'_>]) -> Result<Vec<H3Response>, Stri
     let mut child = Command::new("python3")
         .arg(script)
         .args(["127.0.0.1", &srv.tls_addr().port().to_string(), sni])
+        .args(linger.map(|l| l.to_string()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("python3: {e}"))?;
     child.stdin.take().ok_or("stdin")?.write_all(spec.as_bytes()).map_err(|e| e.to_string())?;
-    // The client bounds itself (20 s).
+    Ok(child)
+}
+
+/// The client's results. It bounds itself (20 s).
+fn collect(child: Child) -> Result<Vec<H3Response>, String> {
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
@@ -100,6 +114,7 @@ fn h3(srv: &Server, sni: &str, reqs: &[Req<'_>]) -> Result<Vec<H3Response>, Stri
             sha256: r.get("body_hex_sha256").and_then(Json::str).ok_or("sha")?.to_string(),
             length: num(r, "length")?,
             reset: r.get("reset") == Some(&Json::Bool(true)),
+            closed: r.num(&["closed"]).ok().map(|n| n as u64),
         });
     }
     Ok(got)
@@ -285,4 +300,29 @@ fn stopped_stream_is_reset_and_accounted_aborted() {
     let status = srv.get("/.status");
     assert!(status.body_text().contains("requests_aborted: 1\n"), "{}", status.body_text());
     assert!(status.body_text().contains("requests_http3: 2\n"), "{}", status.body_text());
+}
+
+/// Graceful stop (SIGTERM): a transfer in flight (held to about 1.5 s by `limit_rate`)
+/// finishes byte for byte, then the connection is closed with H3_NO_ERROR (after GOAWAY)
+/// and the server exits.
+#[test]
+fn graceful_stop_lets_the_transfer_finish() {
+    if !have_client() {
+        return;
+    }
+    let mut srv = h3_server("[http]\nlimit_rate = \"2MiB/s\"\n", |_, root| write_bodies(root));
+    let client = spawn_client(&srv, "localhost", &[("GET", "/big.bin", "localhost", &[])], Some(10)).unwrap();
+    // Once the transfer is under way (the client takes a moment to start).
+    for _ in 0..100 {
+        if srv.get("/.status").body_text().contains("handshakes 1 ") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let exited = srv.terminate(Duration::from_secs(8));
+    let r = collect(client).unwrap();
+    assert!(exited.is_some_and(|s| s.success()), "the server did not stop in time: {exited:?}");
+    assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(&pseudo_random_bytes(BIG, 2))));
+    assert_eq!(r[0].closed, Some(0x100), "closed with H3_NO_ERROR");
 }

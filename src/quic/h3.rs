@@ -100,6 +100,9 @@ pub(super) struct H3Conn {
     pub(super) wake: Option<Instant>,
     /// The connection is closed: nothing more is done.
     closed: bool,
+    /// Responses handed to QUIC whole whose streams the client has not acknowledged yet: a
+    /// graceful close waits for them (closing discards what is unacknowledged).
+    unacked: usize,
 }
 
 /// A QUIC stream ID as HTTP/3 numbers it.
@@ -124,6 +127,7 @@ impl H3Conn {
             last_request: None,
             wake: None,
             closed: false,
+            unacked: 0,
         }
     }
 
@@ -173,6 +177,7 @@ impl H3Conn {
                 }
                 let _ = conn.send_stream(id).reset(error_code);
             }
+            StreamEvent::Finished { id } if id.dir() == Dir::Bi => self.unacked = self.unacked.saturating_sub(1),
             StreamEvent::Writable { .. } | StreamEvent::Finished { .. } | StreamEvent::Available { .. } => {}
         }
     }
@@ -197,9 +202,9 @@ impl H3Conn {
         self.stopping = true;
     }
 
-    /// Nothing left to do: stopping, and no request in flight.
+    /// Nothing left to do: stopping, no request in flight, every response acknowledged.
     pub(super) fn finished(&self) -> bool {
-        self.stopping && self.reqs.is_empty() && self.control_out.is_empty()
+        self.stopping && self.reqs.is_empty() && self.control_out.is_empty() && self.unacked == 0
     }
 
     /// Reads what arrived, answers complete requests, writes what the streams take.
@@ -506,6 +511,7 @@ impl H3Conn {
             match send_stream(conn, cx, id, s, &mut self.wake) {
                 Progress::Blocked => {}
                 Progress::Done => {
+                    self.unacked += 1;
                     s.ex.account(cx);
                     cx.counters.http3.requests += 1;
                     if s.reading {
