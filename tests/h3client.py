@@ -12,7 +12,8 @@ client stops the stream with STOP_SENDING H3_REQUEST_CANCELLED and takes it as d
 all are sent at once, each on its own stream, over one
 connection (certificate not verified: the tests' certificate is self-signed; the SNI is
 SNI). stdout: a JSON list in the same order, each {"status": 200, "headers": [[n, v], ...],
-"body_hex_sha256": "...", "length": N, "reset": bool}; exit 0. A connection that cannot be
+"body_hex_sha256": "...", "length": N, "reset": bool, "order": which of the responses
+ended first (0), second...}; exit 0. A connection that cannot be
 made prints {"error": "..."} and exits 2. Everything is bounded by a 20 s timeout.
 """
 
@@ -41,6 +42,7 @@ class Client(QuicConnectionProtocol):
         self.heads = set()
         self.stops = {}
         self.closed = self._loop.create_future()
+        self.ended = 0
         check = self.h3._check_content_length
         self.h3._check_content_length = lambda stream: None if stream.stream_id in self.heads else check(stream)
 
@@ -64,6 +66,8 @@ class Client(QuicConnectionProtocol):
     def finish(self, sid):
         w = self.waiters.get(sid)
         if w is not None and not w.done():
+            self.results[sid]["order"] = self.ended
+            self.ended += 1
             w.set_result(True)
 
     def quic_event_received(self, event: QuicEvent):

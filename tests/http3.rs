@@ -23,6 +23,8 @@ struct H3Response {
     reset: bool,
     /// With a linger: the error code the server closed the connection with.
     closed: Option<u64>,
+    /// Which of the responses ended first (0), second...
+    order: u64,
 }
 
 impl H3Response {
@@ -115,6 +117,7 @@ fn collect(child: Child) -> Result<Vec<H3Response>, String> {
             length: num(r, "length")?,
             reset: r.get("reset") == Some(&Json::Bool(true)),
             closed: r.num(&["closed"]).ok().map(|n| n as u64),
+            order: num(r, "order")?,
         });
     }
     Ok(got)
@@ -325,4 +328,20 @@ fn graceful_stop_lets_the_transfer_finish() {
     assert!(exited.is_some_and(|s| s.success()), "the server did not stop in time: {exited:?}");
     assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(&pseudo_random_bytes(BIG, 2))));
     assert_eq!(r[0].closed, Some(0x100), "closed with H3_NO_ERROR");
+}
+
+/// RFC 9218 priorities: of two large responses requested together, the one with the lower
+/// urgency (`priority: u=0`) is sent first, although its request came second.
+#[test]
+fn urgent_response_goes_first() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("", |_, root| write_bodies(root));
+    let (low, high) = ([("priority", "u=5")], [("priority", "u=0")]);
+    let r = h3(&srv, "localhost", &[("GET", "/big.bin", "localhost", &low), ("GET", "/big.bin", "localhost", &high)])
+        .unwrap();
+    let big = sha256(&pseudo_random_bytes(BIG, 2));
+    assert!(r.iter().all(|r| r.status == 200 && r.sha256 == big));
+    assert_eq!((r[1].order, r[0].order), (0, 1), "the urgent response ended first");
 }

@@ -36,6 +36,7 @@ use quinn_proto::{Connection, Dir, StreamEvent, StreamId, VarInt, WriteError};
 use crate::ctx::Ctx;
 use crate::h3::{data_frame_header, Code, Config, ConnError, Error, Event, RequestStream, Session, UniEvent};
 use crate::http::fields::Fields;
+use crate::http::priority::Priority;
 use crate::http::request::{Limits, Reject};
 use crate::http::response::{head_field, head_fields_start, head_status};
 use crate::log::{RequestLine, HTTP3};
@@ -63,6 +64,9 @@ enum Req {
 struct Sending {
     ex: Exchange,
     pending: Bytes,
+    /// Its RFC 9218 urgency (3 without a signal), and whether QUIC has it.
+    urgency: u8,
+    urgency_set: bool,
     /// The client's request side is still open (its body, if any, is not read): stopped
     /// once the response is complete.
     reading: bool,
@@ -100,6 +104,9 @@ pub(super) struct H3Conn {
     pub(super) wake: Option<Instant>,
     /// The connection is closed: nothing more is done.
     closed: bool,
+    /// The RFC 9218 urgency of requests not answered yet (their `priority` field, or a
+    /// PRIORITY_UPDATE for an open stream): at most one per request in flight.
+    urgency: BTreeMap<u64, u8>,
     /// Responses handed to QUIC whole whose streams the client has not acknowledged yet: a
     /// graceful close waits for them (closing discards what is unacknowledged).
     unacked: usize,
@@ -128,6 +135,7 @@ impl H3Conn {
             wake: None,
             closed: false,
             unacked: 0,
+            urgency: BTreeMap::new(),
         }
     }
 
@@ -172,6 +180,7 @@ impl H3Conn {
             StreamEvent::Readable { id } => self.readable.push(id),
             StreamEvent::Stopped { id, error_code } => {
                 // The client wants no more of this response.
+                self.urgency.remove(&sid(id));
                 if let Some(req) = self.reqs.remove(&sid(id)) {
                     abandon(cx, req);
                 }
@@ -186,6 +195,7 @@ impl H3Conn {
     /// accounted as aborted.
     pub(super) fn lost(&mut self, cx: &mut Ctx) {
         self.closed = true;
+        self.urgency.clear();
         for (_, req) in std::mem::take(&mut self.reqs) {
             abandon(cx, req);
         }
@@ -285,9 +295,22 @@ impl H3Conn {
                                 buf = &buf[k.min(buf.len())..];
                                 match ev {
                                     Some(UniEvent::Ignore) => ignore = true,
-                                    // Priorities are not applied yet; the client's GOAWAY
-                                    // needs nothing: it opens no more streams.
-                                    Some(UniEvent::Settings | UniEvent::Priority { .. } | UniEvent::GoAway(_)) => {}
+                                    Some(UniEvent::Priority { stream, priority }) => {
+                                        // For a request in flight; others are ignored.
+                                        match self.reqs.get_mut(&stream) {
+                                            Some(Req::Sending(s)) => {
+                                                s.urgency = priority.urgency;
+                                                s.urgency_set = false;
+                                            }
+                                            Some(_) => {
+                                                self.urgency.insert(stream, priority.urgency);
+                                            }
+                                            None => {}
+                                        }
+                                    }
+                                    // The client's GOAWAY needs nothing: it opens no more
+                                    // streams.
+                                    Some(UniEvent::Settings | UniEvent::GoAway(_)) => {}
                                     None => break,
                                 }
                             }
@@ -392,10 +415,12 @@ impl H3Conn {
         }
         if reset {
             self.reqs.remove(&n);
+            self.urgency.remove(&n);
             return Ok(());
         }
         if let Some(code) = stream_error {
             self.reqs.remove(&n);
+            self.urgency.remove(&n);
             let code = VarInt::from_u32(code);
             let _ = conn.send_stream(id).reset(code);
             let _ = conn.recv_stream(id).stop(code);
@@ -437,6 +462,15 @@ impl H3Conn {
     fn answer(&mut self, cx: &mut Ctx, n: u64, fields: Fields, reading: bool, jobs: &mut Vec<(u64, u64)>) {
         let limits = Limits { max_uri_bytes: cx.cfg.max_uri_bytes, ..cx.limits };
         let mut ex = self.exchange(cx);
+        if !self.urgency.contains_key(&n) {
+            let mut prio: Option<Priority> = None;
+            for (_, v) in fields.iter().filter(|(name, _)| *name == b"priority") {
+                prio.get_or_insert_with(Priority::default).apply(v);
+            }
+            if let Some(p) = prio {
+                self.urgency.insert(n, p.urgency);
+            }
+        }
         let status = match fields.request(&limits) {
             Ok(req) => {
                 if !cx.cfg.trusted_proxies.is_empty() {
@@ -496,7 +530,9 @@ impl H3Conn {
         if ex.body.remaining() == 0 && !ex.parts.is_empty() {
             ex.next_part(cx);
         }
-        self.reqs.insert(n, Req::Sending(Box::new(Sending { ex, pending: Bytes::from(out), reading })));
+        let urgency = self.urgency.remove(&n).unwrap_or(Priority::default().urgency);
+        let s = Sending { ex, pending: Bytes::from(out), urgency, urgency_set: false, reading };
+        self.reqs.insert(n, Req::Sending(Box::new(s)));
     }
 
     /// Writes the responses: each stream's pending frame, then new DATA frames while the
@@ -504,8 +540,18 @@ impl H3Conn {
     fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) {
         self.wake = None;
         let mut done = Vec::new();
-        for (&n, req) in self.reqs.iter_mut() {
-            let Req::Sending(s) = req else { continue };
+        // The most urgent first (RFC 9218), so that they take the room the connection has.
+        let mut order: Vec<(u8, u64)> = self
+            .reqs
+            .iter()
+            .filter_map(|(&n, r)| match r {
+                Req::Sending(s) => Some((s.urgency, n)),
+                _ => None,
+            })
+            .collect();
+        order.sort_unstable();
+        for (_, n) in order {
+            let Some(Req::Sending(s)) = self.reqs.get_mut(&n) else { continue };
             let Ok(v) = VarInt::from_u64(n) else { continue };
             let id = StreamId::from(v);
             match send_stream(conn, cx, id, s, &mut self.wake) {
@@ -528,6 +574,7 @@ impl H3Conn {
             }
         }
         for n in done {
+            self.urgency.remove(&n);
             if let Some(Req::Sending(mut s)) = self.reqs.remove(&n) {
                 s.ex.end_transfer(cx);
             }
@@ -553,6 +600,11 @@ fn send_stream(
     s: &mut Sending,
     wake: &mut Option<Instant>,
 ) -> Progress {
+    if !s.urgency_set {
+        // quinn-proto sends the higher priority first, and streams of one priority in turn.
+        s.urgency_set = true;
+        let _ = conn.send_stream(id).set_priority(7 - i32::from(s.urgency.min(7)));
+    }
     loop {
         if !s.pending.is_empty() {
             match conn.send_stream(id).write_chunks(std::slice::from_mut(&mut s.pending)) {
