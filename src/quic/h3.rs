@@ -20,10 +20,14 @@
 //!   further copy (`write_chunks`); what the stream does not take (flow control, the
 //!   connection's send window) waits, one chunk per stream, until it is writable again.
 //!   Rate limits (`limit_rate`, throttles) hold a stream back until the time they give.
+//!   RFC 9218: the urgency of the `priority` field or of a PRIORITY_UPDATE orders the
+//!   streams that write (the most urgent take the connection's room first) and becomes the
+//!   QUIC stream's priority; streams of one urgency take turns (incremental or not).
 //! * **Ends.** A response is logged (`HTTP/3.0`) and counted when its last frame is handed
 //!   to QUIC; a stream the client resets or stops before that, or a connection lost, is
-//!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, reload) lets the
-//!   streams in flight finish; the connection closes once it has none.
+//!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, upgrade) lets
+//!   the streams in flight finish; the connection closes once it has none and the client
+//!   has acknowledged every response (closing sooner would discard what is in flight).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
