@@ -226,29 +226,29 @@ fn hundred_concurrent_streams() {
     assert!(r.iter().all(|r| r.status == 200 && r.sha256 == small), "a response differs");
 }
 
+/// The head of `GET /file.txt` over HTTPS (TCP, curl), lowercased.
+fn https_head(srv: &Server) -> String {
+    let port = srv.tls_addr().port();
+    let cacert = srv.dir().join("localhost.crt");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let url = format!("https://localhost:{port}/file.txt");
+    let o = curl(&["-D", "-", "-o", "/dev/null", "--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url]);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    o.stdout_text().to_ascii_lowercase()
+}
+
 /// Responses over TCP with TLS advertise HTTP/3 on the same port (`Alt-Svc`); plain HTTP
 /// does not, nor does TLS with `alt_svc = false`.
 #[test]
 fn alt_svc_on_tls_responses() {
     let srv = h3_server("", |_, _| {});
-    let port = srv.tls_addr().port();
-    let cacert = srv.dir().join("localhost.crt");
-    let resolve = format!("localhost:{port}:127.0.0.1");
-    let url = format!("https://localhost:{port}/file.txt");
-    let o =
-        curl(&["-sS", "-D", "-", "-o", "/dev/null", "--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url]);
-    assert_eq!(o.code, Some(0), "{o:?}");
-    let want = format!("alt-svc: h3=\":{port}\"; ma=86400");
-    assert!(o.stdout_text().to_ascii_lowercase().contains(&want), "{}", o.stdout_text());
+    let want = format!("alt-svc: h3=\":{}\"; ma=86400", srv.tls_addr().port());
+    let head = https_head(&srv);
+    assert!(head.contains(&want), "{head}");
     assert!(srv.get("/file.txt").header("Alt-Svc").is_none());
     let off = h3_server("alt_svc = false\n", |_, _| {});
-    let port = off.tls_addr().port();
-    let cacert = off.dir().join("localhost.crt");
-    let resolve = format!("localhost:{port}:127.0.0.1");
-    let url = format!("https://localhost:{port}/file.txt");
-    let o =
-        curl(&["-sS", "-D", "-", "-o", "/dev/null", "--cacert", cacert.to_str().unwrap(), "--resolve", &resolve, &url]);
-    assert!(!o.stdout_text().to_ascii_lowercase().contains("alt-svc"), "{}", o.stdout_text());
+    let head = https_head(&off);
+    assert!(!head.contains("alt-svc"), "{head}");
 }
 
 /// Virtual hosts by `:authority`, and the 421 rule with the SNI name of the QUIC handshake:
