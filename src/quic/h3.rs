@@ -68,6 +68,8 @@ enum Req {
 struct Sending {
     ex: Exchange,
     pending: Bytes,
+    /// It is in [`H3Conn::writable`].
+    queued: bool,
     /// Its RFC 9218 urgency (3 without a signal), and whether QUIC has it.
     urgency: u8,
     urgency_set: bool,
@@ -94,6 +96,10 @@ pub(super) struct H3Conn {
     reqs: BTreeMap<u64, Req>,
     /// Streams with data to read.
     readable: Vec<StreamId>,
+    /// Responses that may be able to send (new, or reported writable again), and those a
+    /// rate limit held back (tried again on every turn).
+    writable: Vec<u64>,
+    throttled: Vec<u64>,
     /// Paused requests to answer again.
     resumed: Vec<u64>,
     /// The socket (for `Exchange::local_ip`), the client, and the SNI name of the handshake.
@@ -130,6 +136,8 @@ impl H3Conn {
             uni: Vec::new(),
             reqs: BTreeMap::new(),
             readable: Vec::new(),
+            writable: Vec::new(),
+            throttled: Vec::new(),
             resumed: Vec::new(),
             fd,
             peer,
@@ -191,7 +199,16 @@ impl H3Conn {
                 let _ = conn.send_stream(id).reset(error_code);
             }
             StreamEvent::Finished { id } if id.dir() == Dir::Bi => self.unacked = self.unacked.saturating_sub(1),
-            StreamEvent::Writable { .. } | StreamEvent::Finished { .. } | StreamEvent::Available { .. } => {}
+            StreamEvent::Writable { id } => {
+                let n = sid(id);
+                if let Some(Req::Sending(s)) = self.reqs.get_mut(&n) {
+                    if !s.queued {
+                        s.queued = true;
+                        self.writable.push(n);
+                    }
+                }
+            }
+            StreamEvent::Finished { .. } | StreamEvent::Available { .. } => {}
         }
     }
 
@@ -535,8 +552,9 @@ impl H3Conn {
             ex.next_part(cx);
         }
         let urgency = self.urgency.remove(&n).unwrap_or(Priority::default().urgency);
-        let s = Sending { ex, pending: Bytes::from(out), urgency, urgency_set: false, reading };
+        let s = Sending { ex, pending: Bytes::from(out), queued: true, urgency, urgency_set: false, reading };
         self.reqs.insert(n, Req::Sending(Box::new(s)));
+        self.writable.push(n);
     }
 
     /// Writes the responses: each stream's pending frame, then new DATA frames while the
@@ -544,22 +562,25 @@ impl H3Conn {
     fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) {
         self.wake = None;
         let mut done = Vec::new();
-        // The most urgent first (RFC 9218), so that they take the room the connection has.
-        let mut order: Vec<(u8, u64)> = self
-            .reqs
-            .iter()
-            .filter_map(|(&n, r)| match r {
-                Req::Sending(s) => Some((s.urgency, n)),
-                _ => None,
-            })
-            .collect();
+        // Only the streams that may make progress (new, writable again, or held by a rate
+        // limit), the most urgent first (RFC 9218), so that they take the room the
+        // connection has. A stream QUIC refused waits for its Writable event.
+        let mut order: Vec<(u8, u64)> = Vec::new();
+        for n in self.writable.drain(..).chain(self.throttled.drain(..)) {
+            if let Some(Req::Sending(s)) = self.reqs.get(&n) {
+                order.push((s.urgency, n));
+            }
+        }
         order.sort_unstable();
+        order.dedup();
         for (_, n) in order {
             let Some(Req::Sending(s)) = self.reqs.get_mut(&n) else { continue };
             let Ok(v) = VarInt::from_u64(n) else { continue };
             let id = StreamId::from(v);
+            s.queued = false;
             match send_stream(conn, cx, id, s, &mut self.wake) {
                 Progress::Blocked => {}
+                Progress::Throttled => self.throttled.push(n),
                 Progress::Done => {
                     self.unacked += 1;
                     s.ex.account(cx);
@@ -588,8 +609,10 @@ impl H3Conn {
 
 /// What sending on a stream came to.
 enum Progress {
-    /// The stream takes no more now (flow control, a rate limit).
+    /// QUIC takes no more now (flow control, the send window): until a Writable event.
     Blocked,
+    /// A rate limit allows no more now: until [`H3Conn::wake`].
+    Throttled,
     /// The whole response was handed to QUIC, the stream finished.
     Done,
     /// The stream must be reset with this code (the client stopped it, a file changed).
@@ -612,7 +635,9 @@ fn send_stream(
     loop {
         if !s.pending.is_empty() {
             match conn.send_stream(id).write_chunks(std::slice::from_mut(&mut s.pending)) {
-                Ok(_) if !s.pending.is_empty() => return Progress::Blocked,
+                // Part taken: once more, so that QUIC records the stream as blocked (and
+                // reports it writable again).
+                Ok(_) if !s.pending.is_empty() => continue,
                 Ok(_) => {}
                 Err(WriteError::Blocked) => return Progress::Blocked,
                 Err(WriteError::Stopped(code)) => return Progress::Failed(code.into_inner() as u32),
@@ -630,7 +655,7 @@ fn send_stream(
             if let Some(t) = t {
                 *wake = Some(wake.map_or(t, |w| w.min(t)));
             }
-            return Progress::Blocked;
+            return Progress::Throttled;
         }
         let n = usize::try_from(s.left()).unwrap_or(usize::MAX).min(CHUNK).min(cap);
         let mut out = Vec::with_capacity(n + 16);
