@@ -483,13 +483,14 @@ impl H3Conn {
     fn answer(&mut self, cx: &mut Ctx, n: u64, fields: Fields, reading: bool, jobs: &mut Vec<(u64, u64)>) {
         let limits = Limits { max_uri_bytes: cx.cfg.max_uri_bytes, ..cx.limits };
         let mut ex = self.exchange(cx);
-        if !self.urgency.contains_key(&n) {
+        // A PRIORITY_UPDATE that came first wins (RFC 9218 §7.1).
+        if let std::collections::btree_map::Entry::Vacant(e) = self.urgency.entry(n) {
             let mut prio: Option<Priority> = None;
             for (_, v) in fields.iter().filter(|(name, _)| *name == b"priority") {
                 prio.get_or_insert_with(Priority::default).apply(v);
             }
             if let Some(p) = prio {
-                self.urgency.insert(n, p.urgency);
+                e.insert(p.urgency);
             }
         }
         let status = match fields.request(&limits) {
