@@ -117,6 +117,9 @@ fn bodies_are_counted_and_checked_against_content_length() {
     assert_eq!((r.received(), r.content_length()), (7, Some(7)));
     let longer = cat(&[headers(&with_len), data(b"abcdefgh")]);
     assert_eq!(stream_code(run(&longer, 100)), Code::MessageError);
+    // Refused as soon as the excess arrives, not at the end.
+    let mut r = RequestStream::new(0, 16 * 1024);
+    assert_eq!(stream_code(feed(&mut r, &longer, 100, false)), Code::MessageError);
     let shorter = cat(&[headers(&with_len), data(b"abc")]);
     assert_eq!(stream_code(run(&shorter, 100)), Code::MessageError);
     // Without content-length, any body.
