@@ -35,7 +35,7 @@ use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::net::UdpSocket;
 use mio::{Interest, Registry, Token};
@@ -521,7 +521,9 @@ impl Quic {
     /// The deadline to put in the server's timer heap, if it is new (earlier than the one
     /// there, or that one has passed).
     pub(crate) fn rearm(&mut self, now: Instant) -> Option<Instant> {
-        let next = self.deadlines.peek().map(|Reverse((t, _))| *t)?;
+        // A deadline already due is handled on the next turn, never in a loop within this
+        // one.
+        let next = self.deadlines.peek().map(|Reverse((t, _))| *t)?.max(now + Duration::from_millis(1));
         match self.armed {
             Some(a) if a <= next && a > now => None,
             _ => {
