@@ -765,7 +765,7 @@ fn too_costly_hash_is_refused_with_a_log_line_naming_file_and_line() {
     let r = srv.get_with("/private/secret.txt", &[&basic("bob", "correct horse")]);
     assert_eq!(r.status, 401, "{r:?}");
     // thttpd mode works from the served directory: the file is named relative to it.
-    let want = "./private/.htpasswd:3: bcrypt cost 13 is above the maximum of 12";
+    let want = "./private/.htpasswd: line 3: bcrypt cost 13 is above the maximum of 12";
     let err = srv.stderr_with(want);
     assert!(err.contains(want) && err.contains("\"bob\""), "no log line {want:?} in:\n{err}");
 }

@@ -60,7 +60,7 @@ pub struct Rule {
     /// Applies even when the path names an existing file.
     pub force: bool,
     pub query: QueryMode,
-    /// Where it was written (`"[[redirect]] line 12"`, `"_redirects line 3"`), for messages.
+    /// Where it was written (`"[[redirect]] line 12"`, `"/srv/site/_redirects: line 3"`), for messages.
     pub origin: String,
 }
 
