@@ -982,6 +982,10 @@ fn debian_package_builds_reproducibly_with_the_expected_files() {
     assert_eq!(field("Package").as_deref(), Some("ferrohttpd"));
     assert_eq!(field("Version").as_deref(), Some(VERSION));
     assert!(field("Depends").is_some_and(|d| d.starts_with("libc6")), "{:?}", field("Depends"));
+    // The description is written through an unquoted here-document: no command substitution
+    // may eat a word of it (a backquoted `ferrohttpd compress DIR` once ran as a command).
+    let info = dpkg_deb(&["-I"], &deb);
+    assert!(info.contains("\"ferrohttpd compress DIR\" writes the precompressed files"), "{info}");
     let control = d.join("control");
     run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&control), Duration::from_secs(10));
     assert_eq!(
