@@ -384,6 +384,13 @@ impl Conn {
             shed_wake: None,
             memo: HeadMemo::default(),
         }));
+        // The server began to wind down (`stop_keepalive`) while this connection's TLS
+        // handshake or h2c preface was still on its way: it drains like the others (GOAWAY
+        // after our SETTINGS, its first requests answered), or it would serve every request
+        // its client sends until `shutdown_timeout` cut it mid-response.
+        if self.close_after {
+            self.h2_go_away();
+        }
     }
 
     /// At shutdown: GOAWAY; streams in flight finish. True: drive the connection now.
