@@ -157,27 +157,7 @@ pub fn activated_listeners() -> Result<Option<Vec<StdListener>>, StartError> {
     let (true, Some(n)) = (pid_ok, count) else { return Ok(None) };
     let mut out = Vec::new();
     for fd in 3..3 + n.max(0) {
-        let mut accepting: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `accepting` and `len` are valid out-pointers of the sizes given.
-        let r = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ACCEPTCONN,
-                (&mut accepting as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if r != 0 || accepting == 0 {
-            return Err(StartError(format!("socket activation: descriptor {fd} is not a listening socket")));
-        }
-        // SAFETY: systemd passed this descriptor to us (LISTEN_PID matched) and nothing else
-        // in the process owns it; it is a listening socket, checked above.
-        let l = unsafe { <StdListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        l.set_nonblocking(true).map_err(|e| StartError(format!("socket activation: {e}")))?;
-        // SAFETY: fcntl on a descriptor we own; FD_CLOEXEC has no memory effects.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        let l = crate::sys::adopt_listener(fd).map_err(|e| StartError(format!("socket activation: {e}")))?;
         out.push(l);
     }
     Ok(Some(out))

@@ -100,6 +100,35 @@ pub fn sendfile(sock: RawFd, file: RawFd, offset: &mut u64, count: usize) -> io:
     Ok(r as usize)
 }
 
+/// Takes ownership of an inherited descriptor (from systemd's socket activation or an
+/// upgrading parent) that must be a listening TCP socket: checked with `SO_ACCEPTCONN`,
+/// marked close-on-exec and non-blocking. `Err` names what is wrong with it (the descriptor
+/// is then left alone).
+pub fn adopt_listener(fd: RawFd) -> io::Result<std::net::TcpListener> {
+    let mut accepting: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `accepting` and `len` are valid out-pointers of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut accepting as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 || accepting == 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("descriptor {fd} is not a listening socket")));
+    }
+    // SAFETY: the caller hands over a descriptor it was given for this process and that
+    // nothing else here owns; it is a listening socket, checked above.
+    let l = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    // SAFETY: fcntl on a descriptor we own; FD_CLOEXEC has no memory effects.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
 /// Half-closes the sending side: the peer reads EOF after what was sent.
 pub fn shutdown_write(fd: RawFd) {
     // SAFETY: `fd` is an open socket owned by the caller; shutdown has no memory effects.

@@ -384,27 +384,7 @@ pub fn inherited() -> Result<Option<Inherited>, String> {
     let mut listeners = Vec::new();
     for item in list.split_whitespace() {
         let Handed { fd, role, set } = Handed::decode(item).ok_or(format!("{ENV_FDS}: bad entry {item:?}"))?;
-        let mut accepting: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `accepting` and `len` are valid out-pointers of the sizes given.
-        let r = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ACCEPTCONN,
-                (&mut accepting as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if r != 0 || accepting == 0 {
-            return Err(format!("{ENV_FDS}: descriptor {fd} is not a listening socket"));
-        }
-        // SAFETY: the old process handed this listening socket (checked above) to us; nothing
-        // else in this process owns it.
-        let l = unsafe { StdListener::from_raw_fd(fd) };
-        // SAFETY: fcntl on a descriptor we own; no memory effects.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-        l.set_nonblocking(true).map_err(|e| format!("{ENV_FDS}: {e}"))?;
+        let l = crate::sys::adopt_listener(fd).map_err(|e| format!("{ENV_FDS}: {e}"))?;
         listeners.push((set, role, l));
     }
     if let Some(mut f) = secret {

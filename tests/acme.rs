@@ -69,6 +69,9 @@ fn wait_port(port: u16) {
 
 /// A running Pebble (and its DNS server when names other than localhost are needed).
 struct Pebble {
+    /// The ports the server under test listens on, where Pebble validates HTTP-01 and TLS-ALPN-01.
+    http: u16,
+    tls: u16,
     dir: tempfile::TempDir,
     children: Vec<Child>,
     port: u16,
@@ -78,10 +81,15 @@ struct Pebble {
 }
 
 impl Pebble {
-    /// Pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls_port`, issuing
-    /// certificates valid for `validity` seconds; with `dns`, every name resolves to
-    /// 127.0.0.1 through pebble-challtestsrv.
-    fn start(http_port: u16, tls_port: u16, validity: u64, dns: bool) -> Pebble {
+    /// Pebble validating HTTP-01 and TLS-ALPN-01 on two fresh ports (`http`, `tls`: the
+    /// server under test listens there), issuing certificates valid for `validity` seconds;
+    /// with `dns`, every name resolves to 127.0.0.1 through pebble-challtestsrv. `None`
+    /// (the test is skipped) where pebble is not installed, outside CI.
+    fn start(validity: u64, dns: bool) -> Option<Pebble> {
+        if !have_pebble() {
+            return None;
+        }
+        let (http_port, tls_port) = (free_port(), free_port());
         let dir = tempfile::tempdir().unwrap();
         make_pebble_certs(dir.path());
         let (port, management) = (free_port(), free_port());
@@ -121,7 +129,15 @@ impl Pebble {
             .spawn()
             .expect("pebble runs (apt-get install pebble)");
         children.push(child);
-        let p = Pebble { dir, children, port, management, dns_management: dns_management_port };
+        let p = Pebble {
+            http: http_port,
+            tls: tls_port,
+            dir,
+            children,
+            port,
+            management,
+            dns_management: dns_management_port,
+        };
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", management)).is_err()
             || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
@@ -129,7 +145,12 @@ impl Pebble {
             assert!(start.elapsed() < Duration::from_secs(15), "pebble did not start:\n{}", p.log());
             thread::sleep(Duration::from_millis(50));
         }
-        p
+        Some(p)
+    }
+
+    /// The `[acme]` and listener configuration of a server on this Pebble's ports.
+    fn config(&self, domains: &str, extra: &str) -> String {
+        acme_config(self.http, self.tls, &self.directory(), &self.ca_roots(), domains, extra)
     }
 
     fn directory(&self) -> String {
@@ -249,19 +270,9 @@ fn wait_stderr(srv: &Server, what: &str, limit: Duration) {
 /// every worker serves the new serial.
 #[test]
 fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
-    if !have_pebble() {
-        return;
-    }
-    let (http, tls) = (free_port(), free_port());
-    let pebble = Pebble::start(http, tls, 60, false);
-    let config = acme_config(
-        http,
-        tls,
-        &pebble.directory(),
-        &pebble.ca_roots(),
-        "\"localhost\"",
-        "challenges = [\"http-01\"]\n",
-    );
+    let Some(pebble) = Pebble::start(60, false) else { return };
+    let tls = pebble.tls;
+    let config = pebble.config("\"localhost\"", "challenges = [\"http-01\"]\n");
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().join("acme");
     let config = config.replace("{dir}/acme", state_dir.to_str().unwrap());
@@ -333,19 +344,9 @@ fn http01_issues_renews_under_load_and_a_restart_reuses_everything() {
 /// with a certificate in `state_dir` whose key is not its own: it is ordered anew.
 #[test]
 fn tls_alpn01_issues_for_two_names() {
-    if !have_pebble() {
-        return;
-    }
-    let (http, tls) = (free_port(), free_port());
-    let pebble = Pebble::start(http, tls, 3600, true);
-    let config = acme_config(
-        http,
-        tls,
-        &pebble.directory(),
-        &pebble.ca_roots(),
-        "\"localhost\", \"www.acme.test\"",
-        "challenges = [\"tls-alpn-01\", \"http-01\"]\n",
-    );
+    let Some(pebble) = Pebble::start(3600, true) else { return };
+    let tls = pebble.tls;
+    let config = pebble.config("\"localhost\", \"www.acme.test\"", "challenges = [\"tls-alpn-01\", \"http-01\"]\n");
     let srv = Server::builder()
         .setup(|dir, _| {
             let mut p = rcgen::CertificateParams::new(vec!["www.acme.test".to_string()]).unwrap();
@@ -375,20 +376,10 @@ fn tls_alpn01_issues_for_two_names() {
 /// the backoff, and on the status page.
 #[test]
 fn a_failing_challenge_holds_up_no_other_name() {
-    if !have_pebble() {
-        return;
-    }
-    let (http, tls) = (free_port(), free_port());
-    let pebble = Pebble::start(http, tls, 3600, true);
+    let Some(pebble) = Pebble::start(3600, true) else { return };
+    let tls = pebble.tls;
     pebble.add_a("broken.acme.test", "127.0.0.2");
-    let config = acme_config(
-        http,
-        tls,
-        &pebble.directory(),
-        &pebble.ca_roots(),
-        "\"broken.acme.test\", \"localhost\"",
-        "challenges = [\"tls-alpn-01\", \"http-01\"]\n",
-    );
+    let config = pebble.config("\"broken.acme.test\", \"localhost\"", "challenges = [\"tls-alpn-01\", \"http-01\"]\n");
     let srv = Server::builder().raw_config(&config).start();
     let root = pebble.issuing_root();
     wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
@@ -405,20 +396,10 @@ fn a_failing_challenge_holds_up_no_other_name() {
 /// and every worker serves the certificate to new connections.
 #[test]
 fn with_two_workers_one_orders_and_every_worker_serves() {
-    if !have_pebble() {
-        return;
-    }
-    let (http, tls) = (free_port(), free_port());
-    let pebble = Pebble::start(http, tls, 3600, false);
-    let config = acme_config(
-        http,
-        tls,
-        &pebble.directory(),
-        &pebble.ca_roots(),
-        "\"localhost\"",
-        "challenges = [\"http-01\"]\n",
-    )
-    .replace("[server]\n", "[server]\nworkers = 2\n");
+    let Some(pebble) = Pebble::start(3600, false) else { return };
+    let tls = pebble.tls;
+    let config =
+        pebble.config("\"localhost\"", "challenges = [\"http-01\"]\n").replace("[server]\n", "[server]\nworkers = 2\n");
     let srv = Server::builder().raw_config(&config).start();
     let root = pebble.issuing_root();
     wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
@@ -437,25 +418,19 @@ fn with_two_workers_one_orders_and_every_worker_serves() {
 /// the ACME thread, running as nobody, writes the account and the certificate there.
 #[test]
 fn after_the_switch_to_another_user_state_dir_stays_writable() {
-    if !have_pebble() || !std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
-        eprintln!("note: not root, or no pebble: the user switch is not tested");
+    if !std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout == b"0\n") {
+        eprintln!("note: not root: the user switch is not tested");
         return;
     }
-    let (http, tls) = (free_port(), free_port());
-    let pebble = Pebble::start(http, tls, 3600, false);
+    let Some(pebble) = Pebble::start(3600, false) else { return };
+    let tls = pebble.tls;
     let state = tempfile::tempdir().unwrap();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     fs::set_permissions(state.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let state_dir = state.path().join("acme");
-    let config = acme_config(
-        http,
-        tls,
-        &pebble.directory(),
-        &pebble.ca_roots(),
-        "\"localhost\"",
-        "challenges = [\"http-01\"]\n",
-    )
-    .replace("{dir}/acme", state_dir.to_str().unwrap());
+    let config = pebble
+        .config("\"localhost\"", "challenges = [\"http-01\"]\n")
+        .replace("{dir}/acme", state_dir.to_str().unwrap());
     let srv = Server::builder().raw_config(&config).args(&["-u", "nobody"]).start();
     let root = pebble.issuing_root();
     wait_issued(&srv, "localhost", tls, &root, Duration::from_secs(30));
@@ -585,11 +560,8 @@ fn an_unusable_state_dir_stops_the_start_and_check_config() {
 /// `--listen` address.
 #[test]
 fn domain_on_the_command_line_gets_its_certificate() {
-    if !have_pebble() {
-        return;
-    }
-    let (http, tls) = (free_port(), free_port());
-    let pebble = Pebble::start(http, tls, 3600, false);
+    let Some(pebble) = Pebble::start(3600, false) else { return };
+    let (http, tls) = (pebble.http, pebble.tls);
     let config = format!(
         "[log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n[tls]\nlisten = [\"127.0.0.1:{tls}\"]\n\
          [acme]\ndirectory = \"{}\"\nca_roots = \"{}\"\nstate_dir = \"{{dir}}/acme\"\nchallenges = [\"http-01\"]\n",
@@ -622,12 +594,9 @@ fn domain_on_the_command_line_gets_its_certificate() {
 /// its HTTPS requests are served from its own root with that certificate.
 #[test]
 fn a_vhost_with_acme_gets_its_certificate() {
-    if !have_pebble() {
-        return;
-    }
-    let (http, tls) = (free_port(), free_port());
-    let pebble = Pebble::start(http, tls, 3600, false);
-    let config = acme_config(http, tls, &pebble.directory(), &pebble.ca_roots(), "", "").replace(
+    let Some(pebble) = Pebble::start(3600, false) else { return };
+    let tls = pebble.tls;
+    let config = pebble.config("", "").replace(
         "[acme]\ndomains = []\n",
         "[[vhost]]\nhost = \"LocalHost\"\nroot = \"{dir}/site\"\nacme = true\n[acme]\n",
     );

@@ -64,6 +64,16 @@ fn a_bad_argument_exits_2_naming_it() {
     let out = harness(&["--dry-run", "--latency-rates", "10"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("--latency-rates"));
+    let out = harness(&["--dry-run", "--server-quota", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--server-quota"));
+}
+
+#[test]
+fn the_server_bound_mode_is_in_the_plan() {
+    let out = harness(&["--dry-run", "--quick", "--server-quota", "40"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("every server capped at 40% of one core"), "{}", text(&out));
 }
 
 /// Runs `code` in Python with the harness loaded as the module `run` (its parsers are pure

@@ -310,21 +310,7 @@ impl Fields {
             }
             *slot = Some(value);
         }
-        if repeated & 1 != 0 {
-            r.range = None;
-        }
-        if repeated & 2 != 0 {
-            r.if_range = Some(b"");
-        }
-        if repeated & 4 != 0 {
-            r.authorization = Some(b"");
-        }
-        if repeated & 8 != 0 {
-            r.if_modified_since = None;
-        }
-        if repeated & 16 != 0 {
-            r.if_unmodified_since = None;
-        }
+        r.drop_repeated(repeated);
         // `:authority` is the target's authority; a `host` (validated to agree) stands in
         // for it when a client sends only that.
         if let Some(a) = authority {

@@ -107,6 +107,29 @@ impl<'b> Request<'b> {
     /// A request with its request line only (HTTP/1.`minor`, or HTTP/2 as 1.1): `path` is the
     /// whole `target` and `keep_alive` the version's default until the caller splits the query
     /// and reads the fields.
+    /// Undoes the single-value fields that were sent more than once, as HTTP/1.1 and the
+    /// field lists of HTTP/2 and HTTP/3 record them (`repeated`, one bit each: 1 `Range`,
+    /// 2 `If-Range`, 4 `Authorization`, 8 `If-Modified-Since`, 16 `If-Unmodified-Since`;
+    /// other bits are ignored): a repeated `Range` or date condition is ignored as a whole,
+    /// a repeated `If-Range` or `Authorization` becomes one that cannot match.
+    pub(crate) fn drop_repeated(&mut self, repeated: u8) {
+        if repeated & 1 != 0 {
+            self.range = None;
+        }
+        if repeated & 2 != 0 {
+            self.if_range = Some(b"");
+        }
+        if repeated & 4 != 0 {
+            self.authorization = Some(b"");
+        }
+        if repeated & 8 != 0 {
+            self.if_modified_since = None;
+        }
+        if repeated & 16 != 0 {
+            self.if_unmodified_since = None;
+        }
+    }
+
     pub fn new(method: Method, method_str: &'b str, target: &'b str, minor: u8, head_len: usize) -> Request<'b> {
         Request {
             method,
@@ -362,21 +385,7 @@ fn parse_into<'b>(
     }
     // Single-value fields sent on several lines (see `Request`).
     if repeated != 0 {
-        if repeated & 1 != 0 {
-            r.range = None;
-        }
-        if repeated & 2 != 0 {
-            r.if_range = Some(b"");
-        }
-        if repeated & 4 != 0 {
-            r.authorization = Some(b"");
-        }
-        if repeated & 8 != 0 {
-            r.if_modified_since = None;
-        }
-        if repeated & 16 != 0 {
-            r.if_unmodified_since = None;
-        }
+        r.drop_repeated(repeated);
     }
 
     if minor >= 1 && hosts != 1 {
