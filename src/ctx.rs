@@ -381,18 +381,25 @@ pub fn open_resources(cfg: &Config) -> Result<Resources, StartError> {
 
 /// What `--check-config` checks: the roots open, and the log files could be opened for
 /// appending — without creating them (a check run as root must not leave root-owned logs
-/// that the server's user then cannot open). Returns the canonical root.
-pub fn check_resources(cfg: &Config) -> Result<std::path::PathBuf, StartError> {
+/// that the server's user then cannot open). Returns the canonical root, and the warnings a
+/// start would log (redirects-file lines skipped, password-file entries no one can use).
+pub fn check_resources(cfg: &Config) -> Result<(std::path::PathBuf, Vec<String>), StartError> {
     let (root, vroots) = open_roots(cfg)?;
-    Routes::for_roots(&cfg.routing, cfg.symlinks, cfg.dotfiles, &root, &vroots).map_err(StartError)?;
+    let (_, mut warnings) =
+        Routes::for_roots(&cfg.routing, cfg.symlinks, cfg.dotfiles, &root, &vroots).map_err(StartError)?;
     check_error_pages(cfg, &root)?;
     check_auth_files(cfg)?;
+    for rule in &cfg.auth {
+        let lines =
+            crate::access::auth::check_file(&rule.htpasswd).map_err(|e| StartError(format!("auth.htpasswd {e}")))?;
+        warnings.extend(lines.into_iter().map(|w| format!("auth.htpasswd {w}")));
+    }
     for (what, target) in [("access log", &cfg.access_log), ("error log", &cfg.error_log)] {
         if let crate::log::LogTarget::File(p) = target {
             check_log_file(p).map_err(|e| StartError(format!("{what} {}: {e}", p.display())))?;
         }
     }
-    Ok(root.path().to_path_buf())
+    Ok((root.path().to_path_buf(), warnings))
 }
 
 /// Every `[errors]` page must be a file under the document root (without it the built-in

@@ -147,8 +147,8 @@ fn describe_log(t: &LogTarget) -> String {
     }
 }
 
-/// `--check-config`: everything a start would check short of binding: the document root, the
-/// logs, the user to switch to.
+/// `--check-config`: everything a start would check: the document root, the logs, the user to
+/// switch to, and the listen addresses ([`check_listen`]).
 #[inline(never)]
 fn check(launch: Launch) -> ExitCode {
     let Launch { config: cfg, mode, warnings } = launch;
@@ -157,7 +157,10 @@ fn check(launch: Launch) -> ExitCode {
         r.warn(w);
     }
     let root = match ctx::check_resources(&cfg) {
-        Ok(root) => root,
+        Ok((root, warnings)) => {
+            warnings.iter().for_each(|w| r.warn(w));
+            root
+        }
         Err(e) => return r.fail(e),
     };
     #[cfg(feature = "tls")]
@@ -191,6 +194,10 @@ fn check(launch: Launch) -> ExitCode {
             return r.fail(e);
         }
     }
+    let unbound = match check_listen(&cfg, &mut r) {
+        Ok(u) => u,
+        Err(e) => return r.fail(e),
+    };
     let src = cfg.source.as_ref().map_or("built-in defaults".to_string(), |p| p.display().to_string());
     let mut listen: Vec<String> = cfg.listen.iter().map(SocketAddr::to_string).collect();
     listen.extend(cfg.tls.listen.iter().map(|a| format!("https://{a}")));
@@ -200,6 +207,12 @@ fn check(launch: Launch) -> ExitCode {
         listen.join(" "),
         describe_log(&cfg.access_log)
     );
+    for (what, addrs) in [("in use", &unbound.in_use), ("not bound (no privilege)", &unbound.denied)] {
+        if !addrs.is_empty() {
+            let list: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
+            line.push_str(&format!("; {what}: {}", list.join(" ")));
+        }
+    }
     if cfg.thttpd.chroot {
         line.push_str("; chroot");
     }
@@ -211,6 +224,65 @@ fn check(launch: Launch) -> ExitCode {
     }
     println!("{line}");
     ExitCode::SUCCESS
+}
+
+/// The listen addresses `--check-config` could not bind, and not for an error.
+#[derive(Default)]
+struct Unbound {
+    /// Held by another socket: this server running, or systemd's socket.
+    in_use: Vec<SocketAddr>,
+    /// Below port 1024, and this process may not bind those.
+    denied: Vec<SocketAddr>,
+}
+
+/// `--check-config`'s bind test, nginx -t's rule: each listen address is bound (not listened
+/// on) and let go at once. An address already in use is no error — it is what a check finds
+/// while this server runs, or under socket activation where systemd holds the port — but a
+/// note says so. Nor is a port below 1024 that this process may not bind: the check is meant
+/// to be run as the service's user, and the packaged unit gives the server the capability
+/// (a warning says so). Any other failure (an address this machine does not have) is the
+/// error a start would meet. `[::]` on a machine without IPv6 is a warning, as at start.
+fn check_listen(cfg: &Config, r: &mut Reporter) -> Result<Unbound, String> {
+    use socket2::{Domain, Socket, Type};
+    let probe = |addr: SocketAddr| -> std::io::Result<()> {
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        s.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            s.set_only_v6(true)?;
+        }
+        s.bind(&addr.into())
+    };
+    let has_v4 = cfg.listen.iter().chain(&cfg.tls.listen).any(SocketAddr::is_ipv4);
+    let mut out = Unbound::default();
+    for (key, addrs) in [("server.listen", &cfg.listen), ("tls.listen", &cfg.tls.listen)] {
+        for &addr in addrs.iter() {
+            let e = match probe(addr) {
+                Ok(()) => continue,
+                Err(e) => e,
+            };
+            if e.raw_os_error() == Some(libc::EADDRINUSE) {
+                eprintln!(
+                    "{}: note: {key} {addr}: address already in use (by this server running, or by \
+                     a systemd socket?): a start needs it free or handed over; the check goes on",
+                    r.name
+                );
+                out.in_use.push(addr);
+            } else if e.raw_os_error() == Some(libc::EACCES) && addr.port() < 1024 {
+                r.warn(&format!(
+                    "{key} {addr}: not bound: this user may not bind ports below 1024 ({e}); \
+                     a start needs root or CAP_NET_BIND_SERVICE (the packaged unit has it)"
+                ));
+                out.denied.push(addr);
+            } else if addr.is_ipv6() && addr.ip().is_unspecified() && has_v4 && !ipv6_available() {
+                r.warn(&format!(
+                    "{key} {addr}: IPv6 is not available on this machine ({e}); a start listens on IPv4 only"
+                ));
+            } else {
+                return Err(format!("{key}: cannot listen on {addr}: {e}"));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The start-up lines; the last `tls` addresses are the `[tls] listen` ones.

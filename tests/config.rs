@@ -419,3 +419,103 @@ fn check_config_names_the_key_of_each_bad_input() {
     let o = run_cli(&["--config", &cfg, "--check-config"], Some(dir));
     assert_eq!(o.code, Some(0), "{o:?}");
 }
+
+/// `--check-config` binds each listen address and lets it go, as `nginx -t` does: one held by
+/// a running server (here a real ferrohttpd, and the check of its own configuration) is a note
+/// and the check passes; one that cannot be bound at all fails it, naming the key.
+#[test]
+fn check_config_binds_the_listen_addresses_and_a_running_server_is_no_error() {
+    let srv = Server::start("");
+    let d = tmp();
+    let held = format!("[server]\nlisten = [\"{}\"]\nroot = {:?}\n", srv.addr(), srv.root());
+    let cfg = write_config(d.path(), &held);
+    let o = run_cli(&["--config", &cfg, "--check-config"], None);
+    assert_eq!(o.code, Some(0), "a check while the server runs: {o:?}");
+    let note = format!("note: server.listen {}: address already in use", srv.addr());
+    assert!(o.stderr.contains(&note), "{note:?} missing: {o:?}");
+    assert!(o.stdout_text().contains(&format!("listen {}; ", srv.addr())), "{o:?}");
+    assert!(o.stdout_text().contains(&format!("; in use: {}", srv.addr())), "{o:?}");
+    // The server did not notice.
+    assert_eq!(srv.get("/").status, 200);
+
+    // A free address passes without a note; an address this machine does not have fails.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let cfg = write_config(d.path(), &format!("[server]\nlisten = [\"{free}\"]\nroot = {:?}\n", srv.root()));
+    let o = run_cli(&["--config", &cfg, "--check-config"], None);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    assert!(!o.stderr.contains("note:") && !o.stdout_text().contains("in use"), "{o:?}");
+    assert!(std::net::TcpListener::bind(free).is_ok(), "the check let {free} go");
+    // 192.0.2.1 is TEST-NET-1 (RFC 5737): no machine has it.
+    let cfg = write_config(d.path(), &format!("[server]\nlisten = [\"192.0.2.1:8080\"]\nroot = {:?}\n", srv.root()));
+    let o = run_cli(&["--config", &cfg, "--check-config"], None);
+    assert_eq!(o.code, Some(1), "{o:?}");
+    assert_eq!(o.stderr.trim_end().lines().count(), 1, "{o:?}");
+    assert!(o.stderr.contains("server.listen: cannot listen on 192.0.2.1:8080"), "{o:?}");
+}
+
+/// The password file an `[[auth]]` rule names is read by `--check-config`: each line that lets
+/// no one in is a warning `FILE: line N: …` (the check passes: the server would start), and a
+/// file the server cannot read is an error.
+#[test]
+fn check_config_reports_password_file_lines_by_number() {
+    let d = tmp();
+    let dir = d.path();
+    let pw = dir.join("users.htpasswd");
+    let cost13 = format!("$2b$13${}", "a".repeat(53));
+    let good = "ab01FJadG3tKc"; // traditional DES: 13 crypt(3) characters
+    fs::write(&pw, format!("# team\nalice:$apr1$salt$hash\nbob\n\ncarol:{cost13}\ndave:{good}\n")).unwrap();
+    let auth = format!("[[auth]]\npath = \"/x/\"\nhtpasswd = {pw:?}\n");
+    let cfg = write_config(dir, &config_with(dir, &auth));
+    let o = run_cli(&["--config", &cfg, "--check-config"], Some(dir));
+    assert_eq!(o.code, Some(0), "{o:?}");
+    let p = pw.display();
+    for want in [
+        format!("warning: auth.htpasswd {p}: line 2: user \"alice\": not a hash the server checks"),
+        format!("warning: auth.htpasswd {p}: line 3: not \"user:hash\"; ignored"),
+        format!("warning: auth.htpasswd {p}: line 5: bcrypt cost 13 is above the maximum of 12"),
+    ] {
+        assert!(o.stderr.contains(&want), "{want:?} missing from:\n{}", o.stderr);
+    }
+    assert_eq!(o.stderr.lines().count(), 3, "dave's entry is fine: {}", o.stderr);
+    fs::write(&pw, b"eve:\xff\n").unwrap();
+    let o = run_cli(&["--config", &cfg, "--check-config"], Some(dir));
+    assert_eq!(o.code, Some(1), "{o:?}");
+    assert!(o.stderr.contains(&format!("auth.htpasswd {p}: not valid UTF-8")), "{o:?}");
+}
+
+/// A port below 1024 that the checking user may not bind is a warning, not an error: the
+/// check is meant to be run as the service's user (`runuser -u ferrohttpd`), who lacks the
+/// CAP_NET_BIND_SERVICE the packaged unit gives the server.
+#[test]
+fn check_config_as_a_user_who_may_not_bind_port_1_warns() {
+    let unprivileged_from: u32 = fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1024);
+    if unprivileged_from <= 1 {
+        eprintln!("note: net.ipv4.ip_unprivileged_port_start = {unprivileged_from}: any user binds port 1; skipped");
+        return;
+    }
+    let d = tmp();
+    let dir = d.path();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join("ferrohttpd-bin");
+    fs::copy(BIN, &bin).unwrap();
+    let args = [bin.to_str().unwrap(), dir.to_str().unwrap(), "--listen", "127.0.0.1:1", "--check-config"];
+    let o = if std::os::unix::fs::MetadataExt::uid(&fs::metadata(dir).unwrap()) == 0 {
+        if run_program("setpriv", &["--version"], None).code != Some(0) {
+            eprintln!("note: running as root and setpriv is missing (apt-get install util-linux): skipped");
+            return;
+        }
+        let mut all = vec!["--reuid=65534", "--regid=65534", "--clear-groups"];
+        all.extend_from_slice(&args);
+        run_program("setpriv", &all, None)
+    } else {
+        run_program(args[0], &args[1..], None)
+    };
+    assert_eq!(o.code, Some(0), "{o:?}");
+    let want = "warning: server.listen 127.0.0.1:1: not bound: this user may not bind ports below 1024";
+    assert!(o.stderr.contains(want), "{want:?} missing: {o:?}");
+    assert!(o.stdout_text().contains("; not bound (no privilege): 127.0.0.1:1"), "{o:?}");
+}

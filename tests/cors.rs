@@ -1,4 +1,4 @@
-//! CORS with `[[headers]]` rules (the README's recipe): the rules apply to `OPTIONS` as to
+//! CORS with `[[headers]]` rules (the recipe in docs/site.md): the rules apply to `OPTIONS` as to
 //! `GET`, so a browser's preflight gets the same `Access-Control-*` fields as the resource.
 //! Checked with curl's real preflight requests (`-X OPTIONS` with `Origin` and
 //! `Access-Control-Request-Method`), over HTTP/1.1 and (feature `http2`) h2c.
@@ -9,7 +9,7 @@ use std::fs;
 
 use common::*;
 
-/// The README's CORS recipe, with the API's origin `origin`, on the test fixture plus a font
+/// The CORS recipe of docs/site.md, with the API's origin `origin`, on the test fixture plus a font
 /// and a JSON file; the access log to `{dir}/access.log`.
 fn server_for(origin: &str) -> Server {
     Server::builder()

@@ -30,8 +30,9 @@
 //!   (`[errors]`, `[mime]`): the file's keys there are examples and are not compared.
 //! - `packaging/man/ferrohttpd.8`: every flag is a `.TP` tag in a section whose title contains
 //!   `OPTIONS` or `COMMANDS`; the first word of a tag under `COMMANDS` is a subcommand.
-//! - `README.md`: the table under the header `| section | keys |` (keys are the code spans
-//!   that are bare names; map tables list none) and the table under `| flag | meaning |`.
+//! - `docs/configuration.md` (the README's reference for configuring): the table under the
+//!   header `| section | keys |` (keys are the code spans that are bare names; map tables list
+//!   none), the table under `| flag | meaning |`, and its configuration-error example.
 //! - the bash and zsh completions: every flag and subcommand appears as a word.
 //! - `www/index.html`, what `cargo run --release` serves: its key table
 //!   (`<table class="keys">`) has a section row for every table of the file, and each key
@@ -305,22 +306,26 @@ fn man5_keys() -> BTreeMap<String, BTreeMap<String, ManKey>> {
     tables
 }
 
-/// The `| section | keys |` table of the README.
-fn readme_keys() -> BTreeMap<String, BTreeSet<String>> {
-    let readme = read("README.md");
+/// Where the key table, the flag table and the error example are: the reference page the
+/// README links for configuring.
+const CONFIG_DOC: &str = "docs/configuration.md";
+
+/// The `| section | keys |` table of [`CONFIG_DOC`].
+fn doc_keys() -> BTreeMap<String, BTreeSet<String>> {
+    let readme = read(CONFIG_DOC);
     let mut out = BTreeMap::new();
     let mut lines = readme.lines().skip_while(|l| !l.replace(' ', "").starts_with("|section|keys|")).skip(2);
     for row in lines.by_ref().take_while(|l| l.starts_with('|')) {
         let cells: Vec<&str> = row.split('|').collect();
-        let section =
-            table_header(cells[1].trim().trim_matches('`')).unwrap_or_else(|| panic!("README key table row {row:?}"));
+        let section = table_header(cells[1].trim().trim_matches('`'))
+            .unwrap_or_else(|| panic!("{CONFIG_DOC} key table row {row:?}"));
         let keys = code_spans(cells[2])
             .into_iter()
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
             .collect();
         out.insert(section, keys);
     }
-    assert!(!out.is_empty(), "README.md has no `| section | keys |` table");
+    assert!(!out.is_empty(), "{CONFIG_DOC} has no `| section | keys |` table");
     out
 }
 
@@ -336,13 +341,19 @@ fn normalize_value(v: &str) -> String {
 fn config_keys_match_the_man_page_and_the_readme() {
     let toml = config_keys();
     let man = man5_keys();
-    let readme = readme_keys();
+    let readme = doc_keys();
     assert!(toml.len() >= 10 && toml.values().map(BTreeMap::len).sum::<usize>() >= 50, "parsed too little: {toml:?}");
     let mut problems = Vec::new();
 
     let code_tables: BTreeSet<String> = toml.keys().cloned().collect();
     compare(&mut problems, "table", "ferrohttpd.toml(5)", &code_tables, &man.keys().cloned().collect());
-    compare(&mut problems, "table", "the README's key table", &code_tables, &readme.keys().cloned().collect());
+    compare(
+        &mut problems,
+        "table",
+        "docs/configuration.md's key table",
+        &code_tables,
+        &readme.keys().cloned().collect(),
+    );
 
     for (table, keys) in &toml {
         let Some(man_keys) = man.get(table) else { continue };
@@ -353,7 +364,8 @@ fn config_keys_match_the_man_page_and_the_readme() {
                     .push(format!("ferrohttpd.toml(5): map table [{table}] must have exactly one (placeholder) key"));
             }
             if readme.get(table).is_some_and(|k| !k.is_empty()) {
-                problems.push(format!("README: map table [{table}] lists key names {:?}", readme[table]));
+                problems
+                    .push(format!("docs/configuration.md: map table [{table}] lists key names {:?}", readme[table]));
             }
             continue;
         }
@@ -364,7 +376,7 @@ fn config_keys_match_the_man_page_and_the_readme() {
             compare(
                 &mut problems,
                 "key",
-                "the README's key table",
+                "docs/configuration.md's key table",
                 &code,
                 &r.iter().map(|k| format!("{table}.{k}")).collect(),
             );
@@ -500,9 +512,9 @@ fn man8_cli() -> Cli {
     Cli { flags, subcommands }
 }
 
-/// The `| flag | meaning |` table of the README.
-fn readme_cli() -> Cli {
-    let readme = read("README.md");
+/// The `| flag | meaning |` table of [`CONFIG_DOC`].
+fn doc_cli() -> Cli {
+    let readme = read(CONFIG_DOC);
     let mut flags = BTreeSet::new();
     let mut subcommands = BTreeSet::new();
     let rows = readme.lines().skip_while(|l| !l.replace(' ', "").starts_with("|flag|meaning|")).skip(2);
@@ -516,7 +528,7 @@ fn readme_cli() -> Cli {
             flags.extend(words.filter(|w| w.trim_start_matches('[').starts_with('-')).filter_map(flag_word));
         }
     }
-    assert!(!flags.is_empty(), "README.md has no `| flag | meaning |` table");
+    assert!(!flags.is_empty(), "{CONFIG_DOC} has no `| flag | meaning |` table");
     Cli { flags, subcommands }
 }
 
@@ -524,7 +536,7 @@ fn readme_cli() -> Cli {
 fn flags_match_the_man_page_the_readme_and_the_completions() {
     let code = cli_from_help();
     let mut problems = Vec::new();
-    for (doc, cli) in [("ferrohttpd(8)", man8_cli()), ("the README's flag table", readme_cli())] {
+    for (doc, cli) in [("ferrohttpd(8)", man8_cli()), ("docs/configuration.md's flag table", doc_cli())] {
         compare(&mut problems, "flag", doc, &code.flags, &cli.flags);
         compare(&mut problems, "subcommand", doc, &code.subcommands, &cli.subcommands);
     }
@@ -946,12 +958,15 @@ fn debian_package_builds_reproducibly_with_the_expected_files() {
         "/usr/share/bash-completion/completions/ferrohttpd",
         "/usr/share/zsh/vendor-completions/_ferrohttpd",
         "/usr/share/doc/ferrohttpd/README.md",
-        "/usr/share/doc/ferrohttpd/docs/http.md",
         "/usr/share/doc/ferrohttpd/copyright",
     ]
     .into_iter()
     .map(str::to_string)
     .collect();
+    // Every page of docs/ (the README links them all).
+    for e in fs::read_dir(path("docs")).unwrap() {
+        expected.insert(format!("/usr/share/doc/ferrohttpd/docs/{}", e.unwrap().file_name().to_str().unwrap()));
+    }
     for e in fs::read_dir(path("www")).unwrap() {
         expected.insert(format!("/var/www/ferrohttpd/{}", e.unwrap().file_name().to_str().unwrap()));
     }
@@ -967,6 +982,10 @@ fn debian_package_builds_reproducibly_with_the_expected_files() {
     assert_eq!(field("Package").as_deref(), Some("ferrohttpd"));
     assert_eq!(field("Version").as_deref(), Some(VERSION));
     assert!(field("Depends").is_some_and(|d| d.starts_with("libc6")), "{:?}", field("Depends"));
+    // The description is written through an unquoted here-document: no command substitution
+    // may eat a word of it (a backquoted `ferrohttpd compress DIR` once ran as a command).
+    let info = dpkg_deb(&["-I"], &deb);
+    assert!(info.contains("\"ferrohttpd compress DIR\" writes the precompressed files"), "{info}");
     let control = d.join("control");
     run(Command::new("dpkg-deb").arg("-e").arg(&deb).arg(&control), Duration::from_secs(10));
     assert_eq!(
@@ -1044,15 +1063,15 @@ fn debian_package_builds_reproducibly_with_the_expected_files() {
     assert!(text(&o.stdout).contains("listen 0.0.0.0:80 [::]:80"), "{}", text(&o.stdout));
 }
 
-/// The README's error example is what the server prints.
+/// The configuration page's error example is what the server prints.
 #[test]
-fn readme_config_error_example_is_accurate() {
-    let readme = read("README.md");
+fn config_error_example_is_accurate() {
+    let readme = read(CONFIG_DOC);
     let example = readme
         .lines()
         .skip_while(|l| *l != "$ ferrohttpd --config bad.toml")
         .nth(1)
-        .expect("README: the `$ ferrohttpd --config bad.toml` example")
+        .expect("docs/configuration.md: the `$ ferrohttpd --config bad.toml` example")
         .to_string();
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("bad.toml"), "[server]\n[http]\nkeepalive_requests = 0\n").unwrap();

@@ -890,7 +890,7 @@ fn churn_download(s: &mut TcpStream, stats: &Mutex<ChurnStats>, pause: bool) -> 
 
 /// `in_place`: besides replacing the file by rename, also truncate it in place. That is only
 /// checked for the copying send paths: sendfile hands page-cache pages to the socket by
-/// reference, and an in-place truncation zeroes them while they wait there (see README,
+/// reference, and an in-place truncation zeroes them while they wait there (see docs/operations.md,
 /// "Changing files under a running server") — the server resets the connection when it sees
 /// the file shrank, but bytes already delivered cannot be recalled.
 fn churn(label: &str, extra: &str, in_place: bool) {

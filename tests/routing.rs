@@ -302,7 +302,7 @@ fn redirects_file_rules_shadowing_force_and_hidden_files() {
     f.finish();
     let warned = wait_until(Duration::from_secs(3), || srv.stderr_text().contains("line 8: skipped"));
     assert!(warned, "no warning for the proxy line: {}", srv.stderr_text());
-    assert!(srv.stderr_text().contains("_redirects line 8"), "{}", srv.stderr_text());
+    assert!(srv.stderr_text().contains("_redirects: line 8: skipped"), "{}", srv.stderr_text());
 }
 
 #[test]
@@ -318,7 +318,10 @@ fn a_malformed_redirects_file_is_refused_with_its_line() {
     let o = run_program(BIN, &["--check-config", "--config", cfg.to_str().unwrap()], None);
     assert_ne!(o.code, Some(0), "{o:?}");
     let err = o.stderr.clone();
-    assert!(err.contains("_redirects line 4") && err.contains("from to"), "{err}");
+    assert!(
+        err.contains(&format!("{}: line 4: ", root.join("_redirects").display())) && err.contains("from to"),
+        "{err}"
+    );
     // A malformed _headers line too.
     fs::write(root.join("_redirects"), "/ok /fine\n").unwrap();
     write(&root, "_headers", "/css/*\n  Cache-Control public\n");
@@ -329,12 +332,18 @@ fn a_malformed_redirects_file_is_refused_with_its_line() {
     fs::write(&cfg2, text).unwrap();
     let o = run_program(BIN, &["--check-config", "--config", cfg2.to_str().unwrap()], None);
     assert_ne!(o.code, Some(0), "{o:?}");
-    assert!(o.stderr.contains("_headers line 2"), "{}", o.stderr);
+    assert!(o.stderr.contains(&format!("{}: line 2: ", root.join("_headers").display())), "{}", o.stderr);
     fs::write(root.join("_redirects"), "/ok /fine\n\n# note\n/broken\n").unwrap();
     // The server does not start either.
     let o = run_program(BIN, &["--config", cfg.to_str().unwrap()], None);
     assert_ne!(o.code, Some(0), "{o:?}");
-    assert!(o.stderr.clone().contains("_redirects line 4"), "{}", o.stderr.clone());
+    assert!(o.stderr.clone().contains("_redirects: line 4"), "{}", o.stderr.clone());
+    // A line the server skips (proxying) passes the check with a warning naming it.
+    fs::write(root.join("_redirects"), "/ok /fine\n/api/* https://api.example/:splat 200\n").unwrap();
+    let o = run_program(BIN, &["--check-config", "--config", cfg.to_str().unwrap()], None);
+    assert_eq!(o.code, Some(0), "{o:?}");
+    let want = format!("warning: {}: line 2: skipped", root.join("_redirects").display());
+    assert!(o.stderr.contains(&want), "{want:?} missing: {}", o.stderr);
 }
 
 #[test]

@@ -326,8 +326,8 @@ fn cgi_pattern_is_refused() {
 fn config_file_errors_name_the_word() {
     let site = Site::new();
     let cases = [
-        ("dir=/var/www\nfrobnicate\n", "frobnicate", Some(":2:")),
-        ("port\n", "port", Some(":1:")),
+        ("dir=/var/www\nfrobnicate\n", "frobnicate", Some(": line 2:")),
+        ("port\n", "port", Some(": line 1:")),
         ("chroot=yes\n", "chroot", None),
         ("max_age=soon\n", "soon", None),
         ("user=\n", "user", None),
@@ -437,8 +437,8 @@ fn debian_config_file_and_init_script_flags() {
     let srv = site.start_exact(&["-C", &conf, "-i", &pid, "-D"]);
     let r = srv.get_with("/page.html", &["User-Agent: debian-test"]);
     assert_eq!((r.status, text(&r).as_str()), (200, "<p>debian</p>\n"), "{r:?}");
-    let stderr = srv.stderr_with(":3:");
-    assert!(stderr.contains(":3:"), "bad throttle line reported: {stderr}");
+    let stderr = srv.stderr_with(": line 3: ");
+    assert!(stderr.contains(": line 3: unparsable throttle line"), "bad throttle line reported: {stderr}");
     assert_eq!(fs::read_to_string(&pid).unwrap(), format!("{}\n", srv.pid()));
     let lines = wait_for_line(Path::new(&log), "debian-test", Duration::from_secs(5));
     assert!(lines.iter().any(|l| l.contains("\"GET /page.html HTTP/1.1\" 200")), "log: {lines:?}");
@@ -765,7 +765,7 @@ fn too_costly_hash_is_refused_with_a_log_line_naming_file_and_line() {
     let r = srv.get_with("/private/secret.txt", &[&basic("bob", "correct horse")]);
     assert_eq!(r.status, 401, "{r:?}");
     // thttpd mode works from the served directory: the file is named relative to it.
-    let want = "./private/.htpasswd:3: bcrypt cost 13 is above the maximum of 12";
+    let want = "./private/.htpasswd: line 3: bcrypt cost 13 is above the maximum of 12";
     let err = srv.stderr_with(want);
     assert!(err.contains(want) && err.contains("\"bob\""), "no log line {want:?} in:\n{err}");
 }

@@ -245,6 +245,36 @@ fn entries(htpasswd: &str) -> impl Iterator<Item = (usize, &str, &str)> {
     })
 }
 
+/// `--check-config`'s look at a password file a key names: an error if it cannot be read as
+/// the server would read it, else one warning per line that lets no one in (`FILE: line N:
+/// …`): a line that is not `user:hash`, a hash the server does not compute, or one too
+/// costly (which a start refuses with the same words).
+pub fn check_file(path: &Path) -> Result<Vec<String>, String> {
+    let (text, _) = read_with_stamp(path)?;
+    let mut warnings = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let n = i + 1;
+        let Some((user, hash)) = entries(line).next().map(|(_, u, h)| (u, h)) else {
+            warnings.push(format!("{}: line {n}: not \"user:hash\"; ignored", path.display()));
+            continue;
+        };
+        if !well_formed(hash) {
+            warnings.push(format!(
+                "{}: line {n}: user {user:?}: not a hash the server checks (DES, $1$, $5$, $6$ or bcrypt); \
+                 this user cannot log in",
+                path.display()
+            ));
+        } else if let Some(why) = cost_error(hash) {
+            warnings.push(format!("{}: line {n}: {why}; the entry for user {user:?} is refused", path.display()));
+        }
+    }
+    Ok(warnings)
+}
+
 /// Verifies `user:password` against `.htpasswd` text. The first line for `user` decides;
 /// see the module docs for the accepted hashes. An empty user never matches.
 pub fn verify(htpasswd: &str, user: &str, password: &str) -> bool {
@@ -674,9 +704,9 @@ impl AuthCache {
                 continue;
             }
             match cost_error(hash) {
-                Some(why) => {
-                    self.log.push(format!("{}:{line}: {why}; the entry for user {user:?} is refused", path.display()))
-                }
+                Some(why) => self
+                    .log
+                    .push(format!("{}: line {line}: {why}; the entry for user {user:?} is refused", path.display())),
                 None => {
                     if dummy.is_none() {
                         dummy = Some(hash.to_string());
@@ -1172,8 +1202,8 @@ apr:$apr1$b..19uzw$6v4a6u5EpFENxX7EkKRO.0
         assert_eq!(
             log,
             [
-                format!("{p}:2: bcrypt cost 13 is above the maximum of 12; the entry for user \"slow\" is refused"),
-                format!("{p}:3: SHA-crypt rounds=600000 is above the maximum of 500000; the entry for user \"slower\" is refused"),
+                format!("{p}: line 2: bcrypt cost 13 is above the maximum of 12; the entry for user \"slow\" is refused"),
+                format!("{p}: line 3: SHA-crypt rounds=600000 is above the maximum of 500000; the entry for user \"slower\" is refused"),
             ]
         );
         assert!(c.cache.take_log().is_empty(), "said once per load");

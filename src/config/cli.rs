@@ -57,7 +57,9 @@ options:
                    listens on port 80 (HTTP-01 and a redirect to HTTPS) and 443 (HTTPS)
   --email ADDR     the ACME account's contact address (optional)
   --config FILE    read this TOML configuration (default: built-in defaults)
-  --check-config   validate the configuration, print a summary and exit
+  --check-config   validate the configuration and the files it names, bind and release
+                   each listen address (one in use, as by this server running, is only
+                   a note), print a summary and exit
   --help           print this help and exit
   --version, -V    print the version and this build's features (tls, http2, compression,
                    acme)
@@ -557,7 +559,11 @@ fn apply(
             .map_err(|e| plain_err(format!("throttles file {}: {e}", path.display())))?;
         let (rules, bad) = crate::access::throttle::parse_throttles(&text);
         for (line, content) in bad {
-            warnings.push(format!("{}:{line}: unparsable throttle line, ignored: {}", path.display(), content.trim()));
+            warnings.push(format!(
+                "{}: line {line}: unparsable throttle line, ignored: {}",
+                path.display(),
+                content.trim()
+            ));
         }
         cfg.throttles = rules;
     }
@@ -810,7 +816,7 @@ mod tests {
         let l = launch(Mode::Thttpd, &["-t", f.path().to_str().unwrap()]).unwrap();
         assert_eq!(l.config.throttles.len(), 2);
         assert_eq!(l.warnings.len(), 1);
-        assert!(l.warnings[0].contains(":3:") && l.warnings[0].contains("nonsense"), "{:?}", l.warnings);
+        assert!(l.warnings[0].contains(": line 3: ") && l.warnings[0].contains("nonsense"), "{:?}", l.warnings);
         let e = thttpd(&["-t", "/nonexistent/throttles"]).unwrap_err();
         assert!(e.message.contains("/nonexistent/throttles"), "{}", e.message);
     }

@@ -303,7 +303,7 @@ impl Conn {
                             // in place zeroes them while they wait in the socket, for as long
                             // as the client takes to read them. An fstat here would cover only
                             // the microseconds since the last call, for a system call per
-                            // response. Files should be replaced by rename (README).
+                            // response. Files should be replaced by rename (docs/operations.md).
                             return WriteResult::Done;
                         }
                         (sys::send2(fd, head, &[], false), false)

@@ -6,7 +6,7 @@
 //! Routing sits above the protocol: it sees a normalized path, a query, and an `Accept`
 //! value, and answers with an [`Action`], so every protocol gets the same rules.
 //!
-//! The order, first decision wins (the README and `ferrohttpd.toml(5)` show the same list):
+//! The order, first decision wins (`docs/site.md` and `ferrohttpd.toml(5)` show the same list):
 //! 1. **hidden paths** (`[routing] hidden` patterns, and the redirects and headers files) are 404,
 //!    before and after any rewrite;
 //! 2. **redirects and rewrites**: TOML `[[redirect]]` rules, then `[[rewrite]]` rules, then
@@ -60,7 +60,7 @@ pub struct Rule {
     /// Applies even when the path names an existing file.
     pub force: bool,
     pub query: QueryMode,
-    /// Where it was written (`"[[redirect]] line 12"`, `"_redirects line 3"`), for messages.
+    /// Where it was written (`"[[redirect]] line 12"`, `"/srv/site/_redirects: line 3"`), for messages.
     pub origin: String,
 }
 

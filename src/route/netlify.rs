@@ -58,9 +58,9 @@ pub fn parse(name: &str, text: &str) -> Result<(Vec<Rule>, Vec<String>), String>
         if fields.is_empty() {
             continue;
         }
-        let skip = |why: &str| format!("{name} line {n}: skipped: {why}");
+        let skip = |why: &str| format!("{name}: line {n}: skipped: {why}");
         if fields.len() < 2 {
-            return Err(format!("{name} line {n}: expected \"from to [status]\""));
+            return Err(format!("{name}: line {n}: expected \"from to [status]\""));
         }
         let (from, to) = (fields[0], fields[1]);
         if to.contains('=') && !to.starts_with('/') && !to.contains("://") {
@@ -76,7 +76,7 @@ pub fn parse(name: &str, text: &str) -> Result<(Vec<Rule>, Vec<String>), String>
                     Some(c) => (c, true),
                     None => (*first, false),
                 };
-                status = code.parse().map_err(|_| format!("{name} line {n}: \"{first}\" is not a status"))?;
+                status = code.parse().map_err(|_| format!("{name}: line {n}: \"{first}\" is not a status"))?;
                 force = bang;
                 rest = &rest[1..];
             }
@@ -98,19 +98,19 @@ pub fn parse(name: &str, text: &str) -> Result<(Vec<Rule>, Vec<String>), String>
             warnings.push(skip("proxying to another server is not supported"));
             continue;
         }
-        let pattern = Pattern::new(from).map_err(|e| format!("{name} line {n}: {e}"))?;
+        let pattern = Pattern::new(from).map_err(|e| format!("{name}: line {n}: {e}"))?;
         let rewrite = matches!(kind, Kind::Rewrite(_));
         if rewrite && to.contains('?') {
-            return Err(format!("{name} line {n}: a rewrite's target cannot have a query"));
+            return Err(format!("{name}: line {n}: a rewrite's target cannot have a query"));
         }
-        let template = Template::new(to, &pattern, !rewrite).map_err(|e| format!("{name} line {n}: {e}"))?;
+        let template = Template::new(to, &pattern, !rewrite).map_err(|e| format!("{name}: line {n}: {e}"))?;
         rules.push(Rule {
             from: pattern,
             to: template,
             kind,
             force,
             query: QueryMode::Keep,
-            origin: format!("{name} line {n}"),
+            origin: format!("{name}: line {n}"),
         });
     }
     Ok((rules, warnings))
@@ -127,7 +127,7 @@ pub fn parse_headers(name: &str, text: &str) -> Result<Vec<HeaderRule>, String> 
         }
         if !line.starts_with([' ', '\t']) {
             if !trimmed.starts_with('/') || trimmed.contains(['?', '|', ' ', '\t']) {
-                return Err(format!("{name} line {n}: \"{trimmed}\" is not a path pattern such as /css/*"));
+                return Err(format!("{name}: line {n}: \"{trimmed}\" is not a path pattern such as /css/*"));
             }
             let glob: Vec<String> = trimmed
                 .split('/')
@@ -142,16 +142,16 @@ pub fn parse_headers(name: &str, text: &str) -> Result<Vec<HeaderRule>, String> 
             continue;
         }
         let Some(rule) = rules.last_mut() else {
-            return Err(format!("{name} line {n}: a header before any path"));
+            return Err(format!("{name}: line {n}: a header before any path"));
         };
         let Some((field, value)) = trimmed.split_once(':') else {
-            return Err(format!("{name} line {n}: expected \"Name: value\""));
+            return Err(format!("{name}: line {n}: expected \"Name: value\""));
         };
         let (field, value) = (field.trim(), value.trim());
         let token =
             !field.is_empty() && field.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
         if !token || value.is_empty() || !crate::http::is_field_value(value.as_bytes()) {
-            return Err(format!("{name} line {n}: \"{trimmed}\" is not a valid header"));
+            return Err(format!("{name}: line {n}: \"{trimmed}\" is not a valid header"));
         }
         if field.eq_ignore_ascii_case("cache-control") {
             rule.cache_control = Some(value.to_string());
@@ -183,9 +183,9 @@ mod tests {
                 (Kind::Redirect(301), false),
             ]
         );
-        assert_eq!(rules[2].origin, "_redirects line 5");
+        assert_eq!(rules[2].origin, "_redirects: line 5");
         assert_eq!(warnings.len(), 4, "{warnings:?}");
-        assert!(warnings[0].starts_with("_redirects line 7: skipped"), "{warnings:?}");
+        assert!(warnings[0].starts_with("_redirects: line 7: skipped"), "{warnings:?}");
         assert!(warnings[3].contains("line 10") && warnings[3].contains("410"), "{warnings:?}");
     }
 
@@ -201,7 +201,7 @@ mod tests {
             ("a /b\n", 1),
         ] {
             let e = parse("_redirects", text).unwrap_err();
-            assert!(e.starts_with(&format!("_redirects line {line}:")), "{text:?}: {e}");
+            assert!(e.starts_with(&format!("_redirects: line {line}:")), "{text:?}: {e}");
         }
     }
 
@@ -225,7 +225,7 @@ mod tests {
             ("css/*\n", 1),
         ] {
             let e = parse_headers("_headers", text).unwrap_err();
-            assert!(e.starts_with(&format!("_headers line {line}:")), "{text:?}: {e}");
+            assert!(e.starts_with(&format!("_headers: line {line}:")), "{text:?}: {e}");
         }
     }
 }

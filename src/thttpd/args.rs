@@ -329,7 +329,7 @@ pub fn parse_config_file(path: &Path, s: &mut Settings) -> Result<(), ArgError> 
 }
 
 /// Parses thttpd config-file text (see the module docs) and applies it onto `s`. `origin`
-/// names the source in error messages (`origin:line: …`).
+/// names the source in error messages (`origin: line N: …`, as the TOML errors say it).
 pub fn parse_config_text(text: &str, origin: &str, s: &mut Settings) -> Result<(), ArgError> {
     for (n, line) in text.lines().enumerate() {
         let line_no = n + 1;
@@ -339,7 +339,7 @@ pub fn parse_config_text(text: &str, origin: &str, s: &mut Settings) -> Result<(
                 Some((name, value)) => (name, Some(value)),
                 None => (word, None),
             };
-            let err = |msg: String| ArgError::plain(format!("{origin}:{line_no}: {msg}"));
+            let err = |msg: String| ArgError::plain(format!("{origin}: line {line_no}: {msg}"));
             let key = Key::from_keyword(name).ok_or_else(|| err(format!("unknown config option '{name}'")))?;
             match (key.takes_value(), value) {
                 (true, None) | (true, Some("")) => return Err(err(format!("value required for {name} option"))),
@@ -619,14 +619,14 @@ mod tests {
     #[test]
     fn config_errors_name_the_word_and_line() {
         let e = conf("port=80\nfrobnicate\n").unwrap_err();
-        assert_eq!(e.message, "test.conf:2: unknown config option 'frobnicate'");
+        assert_eq!(e.message, "test.conf: line 2: unknown config option 'frobnicate'");
         assert!(!e.usage);
         let e = conf("port").unwrap_err();
-        assert_eq!(e.message, "test.conf:1: value required for port option");
+        assert_eq!(e.message, "test.conf: line 1: value required for port option");
         let e = conf("dir=").unwrap_err();
-        assert_eq!(e.message, "test.conf:1: value required for dir option");
+        assert_eq!(e.message, "test.conf: line 1: value required for dir option");
         let e = conf("\n\nchroot=yes").unwrap_err();
-        assert_eq!(e.message, "test.conf:3: no value required for chroot option");
+        assert_eq!(e.message, "test.conf: line 3: no value required for chroot option");
         let e = conf("debug=").unwrap_err();
         assert!(e.message.contains("no value required for debug"), "{e}");
         let e = conf("max_age=soon").unwrap_err();
@@ -640,7 +640,7 @@ mod tests {
         let f = conf_file("dir=/var/www\nbogus=1\n");
         let path = f.path().to_str().unwrap().to_string();
         let e = run(&["-C", &path]).unwrap_err();
-        assert_eq!(e.message, format!("{path}:2: unknown config option 'bogus'"));
+        assert_eq!(e.message, format!("{path}: line 2: unknown config option 'bogus'"));
     }
 
     #[test]
