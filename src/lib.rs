@@ -34,6 +34,8 @@ pub mod fs;
 pub mod glob;
 #[cfg(feature = "http2")]
 pub mod h2;
+#[cfg(feature = "http3")]
+pub mod h3;
 pub mod http;
 pub mod log;
 #[cfg(feature = "compression")]

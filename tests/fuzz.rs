@@ -28,7 +28,8 @@
 //! corpus those targets grew is committed (`fuzz/corpus/<target>/`) and replayed here through
 //! the same checks, as are the corpora of the HTTP/2 targets (with the `http2` feature): the
 //! HPACK decoder's (`fuzz/checks_hpack.rs`), the frame parser's and the connection state
-//! machine's (`fuzz/checks_h2.rs`).
+//! machine's (`fuzz/checks_h2.rs`), and of the HTTP/3 targets (with the `http3` feature): the
+//! frame readers' and the QPACK decoder's (`fuzz/checks_h3.rs`).
 
 /// The invariants, shared with the `cargo fuzz` targets in `fuzz/`.
 #[path = "../fuzz/checks.rs"]
@@ -37,6 +38,10 @@ mod checks;
 #[cfg(feature = "http2")]
 #[path = "../fuzz/checks_h2.rs"]
 mod checks_h2;
+/// The HTTP/3 frame readers' and QPACK decoder's invariants (feature `http3`).
+#[cfg(feature = "http3")]
+#[path = "../fuzz/checks_h3.rs"]
+mod checks_h3;
 /// The HPACK decoder's invariants (the module exists only with the `http2` feature).
 #[cfg(feature = "http2")]
 #[path = "../fuzz/checks_hpack.rs"]
@@ -997,5 +1002,15 @@ fn http2_fuzz_corpora_replay_clean() {
         ("h2_frame", checks_h2::check_h2_frame),
         ("h2_session", checks_h2::check_h2_session),
     ];
+    replay_corpora(&targets);
+}
+
+/// The HTTP/3 targets' committed corpora (`h3_frame`, `qpack_decode`), replayed through
+/// their invariants.
+#[cfg(feature = "http3")]
+#[test]
+fn http3_fuzz_corpora_replay_clean() {
+    let targets: [(&str, Check); 2] =
+        [("h3_frame", checks_h3::check_h3_frame), ("qpack_decode", checks_h3::check_qpack_decode)];
     replay_corpora(&targets);
 }

@@ -78,12 +78,13 @@
 //! (or not documented). HPACK is small and fully specified, with test vectors (Appendix C,
 //! all of them unit tests here), so it is written here, to this server's needs.
 
-mod huffman;
 mod table;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
+
+use crate::http::huffman;
 
 use table::{static_name_index, DynTable, ENTRY_OVERHEAD, STATIC};
 

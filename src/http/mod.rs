@@ -2,20 +2,22 @@
 //! validation ([`request`]; a field list with pseudo-header fields, HTTP/2's and HTTP/3's,
 //! in `fields`), response heads ([`response`]), preconditions ([`conditional`]), ranges
 //! ([`range`]), content negotiation ([`encoding`], [`media`], [`weighted`]), `Forwarded`
-//! ([`forwarded`]), address ranges ([`net`]), RFC 9218 priorities (`priority`), the cached
-//! `Date` ([`date`]) and Content-Type lookup ([`mime`]). Pure functions on bytes: no
-//! socket, no file, no configuration.
+//! ([`forwarded`]), address ranges ([`net`]), RFC 9218 priorities (`priority`), the Huffman
+//! code HPACK and QPACK share (`huffman`), the cached `Date` ([`date`]) and Content-Type
+//! lookup ([`mime`]). Pure functions on bytes: no socket, no file, no configuration.
 
 pub mod conditional;
 pub mod date;
 pub mod encoding;
-#[cfg(feature = "http2")]
+#[cfg(any(feature = "http2", feature = "http3"))]
 pub mod fields;
 pub mod forwarded;
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub(crate) mod huffman;
 pub mod media;
 pub mod mime;
 pub mod net;
-#[cfg(feature = "http2")]
+#[cfg(any(feature = "http2", feature = "http3"))]
 pub mod priority;
 pub mod range;
 pub mod request;
