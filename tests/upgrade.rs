@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{alive, make_fixture, pseudo_random_bytes, render_config, signal, spawn_listening, BIN, IO_TIMEOUT};
+use common::{
+    alive, make_fixture, pseudo_random_bytes, render_config, signal, spawn_listening, wait_executable, BIN, IO_TIMEOUT,
+};
 use tempfile::TempDir;
 
 /// The files the load clients fetch, with their bodies.
@@ -127,22 +129,6 @@ fn write_script(to: &Path, text: &str) {
     fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
     fs::rename(&tmp, to).unwrap();
     wait_executable(to);
-}
-
-/// Waits until `path` can be executed. While this test process wrote the file, another
-/// thread (another test) may have forked a child that holds a copy of the write descriptor
-/// until it execs; executing the file meanwhile fails with ETXTBSY ("Text file busy"), for
-/// the test and for a server upgrading to it. Once one exec succeeds no copy is left (the
-/// test's own descriptor is closed): the next ones cannot race.
-fn wait_executable(path: &Path) {
-    use std::process::Stdio;
-    for _ in 0..500 {
-        match Command::new(path).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => thread::sleep(Duration::from_millis(10)),
-            _ => return,
-        }
-    }
-    panic!("{} stays busy", path.display());
 }
 
 fn body(i: usize) -> Vec<u8> {
