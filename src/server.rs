@@ -105,8 +105,9 @@ pub struct Server {
     emfile_logged: Option<Instant>,
     emfile_count: u64,
     reloader: Option<Reloader>,
-    /// Client addresses whose connection ended before its first byte, and when.
-    ghosts: HashMap<SocketAddr, Instant>,
+    /// Client addresses whose connection ended before its first byte: when, and the server
+    /// address it had come to.
+    ghosts: HashMap<SocketAddr, (Instant, SocketAddr)>,
     /// Open connections that had received nothing when accepted, by client address (some
     /// entries are stale: the connection since got bytes, or closed; checked when used).
     empty_open: HashMap<SocketAddr, usize>,
@@ -601,9 +602,14 @@ impl Server {
         }
     }
 
-    /// Two connections from one client address and port: the one that has received nothing
-    /// is a ghost, and is reset at once. A client cannot have two connections on one address
-    /// and port, so when the server holds two, the empty one is dead.
+    /// Two connections from one client address and port to one server address and port: the
+    /// one that has received nothing is a ghost, and is reset at once. A client cannot have two
+    /// connections with the same four addresses, so when the server holds two, the empty one
+    /// is dead. (It can have two from one port to two of the server's addresses or ports at
+    /// once: Linux shares a client's ports between destinations. Keyed by the client's address
+    /// alone, a connection to the TLS listener still waiting for its ClientHello was reset
+    /// when the same port connected to the plain one.) The server's side is looked up only
+    /// when the client's matches.
     ///
     /// After a burst that overflows the listen queues (deferred accept: SYN-queue entries,
     /// SYN cookies and a full accept queue at once), the kernel can hand over two sockets for
@@ -619,11 +625,13 @@ impl Server {
     fn sort_out_ghosts(&mut self, key: usize, addr: SocketAddr) {
         if !self.empty_open.is_empty() {
             if let Some(old) = self.empty_open.remove(&addr) {
+                let here = self.conns.get_mut(key).and_then(|c| c.socket().local_addr().ok());
                 let dead = old != key
-                    && self
-                        .conns
-                        .get_mut(old)
-                        .is_some_and(|c| c.received_nothing(false) && c.socket().peer_addr().ok() == Some(addr));
+                    && here.is_some()
+                    && self.conns.get_mut(old).is_some_and(|c| {
+                        let s = c.socket();
+                        s.peer_addr().ok() == Some(addr) && s.local_addr().ok() == here && c.received_nothing(false)
+                    });
                 if dead {
                     self.reset_ghost(old);
                 }
@@ -637,7 +645,13 @@ impl Server {
         // Without deferral a connection often comes before its request (and a load
         // generator's next run reuses the ports of connections it closed empty): only a
         // deferring listener makes an empty one suspect.
-        if self.ghosts.contains_key(&addr) && self.cx.deferring {
+        let ghost = match self.ghosts.get(&addr) {
+            Some(&(_, server)) if self.cx.deferring => {
+                self.conns.get_mut(key).is_some_and(|c| c.socket().local_addr().ok() == Some(server))
+            }
+            _ => false,
+        };
+        if ghost {
             self.reset_ghost(key);
         } else if self.empty_open.len() < GHOSTS_MAX {
             self.empty_open.insert(addr, key);
@@ -769,8 +783,8 @@ impl Server {
             let ended_empty = conn.received_nothing(true);
             if ended_empty && self.ghosts.len() < GHOSTS_MAX {
                 // Ended by the client before its first byte: remembered for `sort_out_ghosts`.
-                if let Ok(a) = conn.socket().peer_addr() {
-                    self.ghosts.insert(a, self.cx.clock.now);
+                if let (Ok(a), Ok(server)) = (conn.socket().peer_addr(), conn.socket().local_addr()) {
+                    self.ghosts.insert(a, (self.cx.clock.now, server));
                 }
             }
             // Silent: closed by the server while still empty (its header timeout), or ended
@@ -804,7 +818,7 @@ impl Server {
         }
         self.cx.conn_states = states;
         self.adapt_deferral(now, silent);
-        self.ghosts.retain(|_, t| now.saturating_duration_since(*t) < GHOST_MEMORY);
+        self.ghosts.retain(|_, (t, _)| now.saturating_duration_since(*t) < GHOST_MEMORY);
         let conns = &self.conns;
         self.empty_open.retain(|_, k| conns.get(*k).is_some_and(|c| c.received_nothing(false)));
         let cx = &self.cx;

@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{alive, make_fixture, pseudo_random_bytes, render_config, signal, spawn_listening, BIN, IO_TIMEOUT};
+use common::{
+    alive, make_fixture, pseudo_random_bytes, render_config, signal, spawn_listening, wait_executable, BIN, IO_TIMEOUT,
+};
 use tempfile::TempDir;
 
 /// The files the load clients fetch, with their bodies.
@@ -118,6 +120,7 @@ fn install(from: &str, to: &Path) {
     fs::copy(from, &tmp).unwrap();
     fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
     fs::rename(&tmp, to).unwrap();
+    wait_executable(to);
 }
 
 fn write_script(to: &Path, text: &str) {
@@ -125,6 +128,7 @@ fn write_script(to: &Path, text: &str) {
     fs::write(&tmp, text).unwrap();
     fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
     fs::rename(&tmp, to).unwrap();
+    wait_executable(to);
 }
 
 fn body(i: usize) -> Vec<u8> {
@@ -150,7 +154,7 @@ enum Outcome {
 
 /// Reads one response to a GET: the head, then a Content-Length body. Checks it is 200 and
 /// exactly `want`; whether the server closes after it.
-fn read_response(s: &mut TcpStream, want: &[u8]) -> Result<bool, (usize, String)> {
+fn read_response(s: &mut impl Read, want: &[u8]) -> Result<bool, (usize, String)> {
     let mut buf = Vec::with_capacity(want.len() + 512);
     let mut chunk = [0u8; 16384];
     let head_end = loop {
@@ -192,13 +196,68 @@ fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
     Ok(s)
 }
 
+/// A load client's connection: a plain socket, or TLS over one.
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+type Conn = Box<dyn Stream>;
+
+/// Where the load clients connect: the plain listener, or the TLS one with a client
+/// configuration per protocol (ALPN `http/1.1` or `h2`; each keeps the sessions the server
+/// gives it, so a client's new connections resume, across the upgrade too).
+#[derive(Clone)]
+enum Dial {
+    Plain(SocketAddr),
+    #[cfg(feature = "tls")]
+    Tls {
+        addr: SocketAddr,
+        h1: Arc<rustls::ClientConfig>,
+        h2: Arc<rustls::ClientConfig>,
+    },
+}
+
+impl Dial {
+    /// The TLS listener of a server with the certificate [`common::proto::make_localhost_cert`]
+    /// wrote into `dir`.
+    #[cfg(feature = "tls")]
+    fn tls(addr: SocketAddr, dir: &Path) -> Dial {
+        use common::proto::tls::client_config;
+        let cert = dir.join("localhost.crt");
+        Dial::Tls { addr, h1: client_config(&cert, b"http/1.1").unwrap(), h2: client_config(&cert, b"h2").unwrap() }
+    }
+
+    fn is_tls(&self) -> bool {
+        !matches!(self, Dial::Plain(_))
+    }
+
+    /// A new connection for HTTP/1.1, or for HTTP/2 (`h2`: prior knowledge on the plain
+    /// listener, ALPN `h2` on the TLS one); over TLS, the handshake done.
+    fn open(&self, h2: bool) -> Result<Conn, String> {
+        match self {
+            Dial::Plain(addr) => {
+                let s = connect(*addr)?;
+                if h2 {
+                    s.set_nodelay(true).map_err(|e| format!("nodelay: {e}"))?;
+                }
+                Ok(Box::new(s))
+            }
+            #[cfg(feature = "tls")]
+            Dial::Tls { addr, h1, h2: h2_cfg } => {
+                let s = connect(*addr)?;
+                s.set_nodelay(true).map_err(|e| format!("nodelay: {e}"))?;
+                Ok(Box::new(common::proto::tls::handshake(if h2 { h2_cfg } else { h1 }, s)?))
+            }
+        }
+    }
+}
+
 /// One GET of file `i` on `conn` (opened if `None`); the connection is kept for the next
-/// request unless `keep` is false or the server closes it.
-fn get(addr: SocketAddr, conn: &mut Option<TcpStream>, i: usize, keep: bool) -> Outcome {
+/// request unless `keep` is false or the server closes it. Plain and TLS alike: a reused
+/// connection closed before any byte of the response is a retry, anything else a failure.
+fn get(dial: &Dial, conn: &mut Option<Conn>, i: usize, keep: bool) -> Outcome {
     let reused = conn.is_some();
     let mut s = match conn.take() {
         Some(s) => s,
-        None => match connect(addr) {
+        None => match dial.open(false) {
             Ok(s) => s,
             Err(e) => return Outcome::Failed(e),
         },
@@ -228,25 +287,33 @@ struct Counts {
     /// HTTP/2 requests answered, and GOAWAY frames seen.
     h2_requests: AtomicU64,
     h2_goaways: AtomicU64,
+    /// Requests answered over TLS (HTTP/1.1 and HTTP/2).
+    tls_requests: AtomicU64,
+    /// Keep-alive connections the server closed after a response (`Connection: close`):
+    /// plain, TLS.
+    closed: [AtomicU64; 2],
     failures: Mutex<Vec<String>>,
 }
 
 /// Load clients until `stop`: `keepalive` HTTP/1.1 clients reusing their connection,
-/// `fresh` ones opening one per request, and (with HTTP/2) 4 h2c clients.
+/// `fresh` ones opening one per request, and (with HTTP/2) `h2` HTTP/2 clients.
 fn load(
-    addr: SocketAddr,
+    dial: &Dial,
     keepalive: usize,
     fresh: usize,
+    h2: usize,
     stop: Arc<AtomicBool>,
     counts: Arc<Counts>,
 ) -> Vec<thread::JoinHandle<()>> {
-    let h1 = load_h1(addr, keepalive, fresh, stop.clone(), counts.clone());
+    let h1 = load_h1(dial, keepalive, fresh, stop.clone(), counts.clone());
+    #[cfg(not(feature = "http2"))]
+    let _ = h2;
     #[cfg(feature = "http2")]
     let h1 = h1
         .into_iter()
-        .chain((0..4).map(|c| {
-            let (stop, counts) = (stop.clone(), counts.clone());
-            thread::spawn(move || h2_client(addr, c, &stop, &counts))
+        .chain((0..h2).map(|c| {
+            let (dial, stop, counts) = (dial.clone(), stop.clone(), counts.clone());
+            thread::spawn(move || h2_client(&dial, c, &stop, &counts))
         }))
         .collect();
     h1
@@ -254,7 +321,7 @@ fn load(
 
 /// The HTTP/1.1 clients of [`load`].
 fn load_h1(
-    addr: SocketAddr,
+    dial: &Dial,
     keepalive: usize,
     fresh: usize,
     stop: Arc<AtomicBool>,
@@ -262,7 +329,7 @@ fn load_h1(
 ) -> Vec<thread::JoinHandle<()>> {
     (0..keepalive + fresh)
         .map(|c| {
-            let (stop, counts) = (stop.clone(), counts.clone());
+            let (dial, stop, counts) = (dial.clone(), stop.clone(), counts.clone());
             let keep = c < keepalive;
             thread::spawn(move || {
                 let mut conn = None;
@@ -270,13 +337,19 @@ fn load_h1(
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
                     let i = n % FILES;
-                    let mut outcome = get(addr, &mut conn, i, keep);
+                    let mut outcome = get(&dial, &mut conn, i, keep);
                     if let Outcome::Retry = outcome {
                         counts.retries.fetch_add(1, Ordering::Relaxed);
-                        outcome = get(addr, &mut conn, i, keep);
+                        outcome = get(&dial, &mut conn, i, keep);
                     }
                     match outcome {
-                        Outcome::Ok => {}
+                        Outcome::Ok => {
+                            let tls = dial.is_tls();
+                            counts.tls_requests.fetch_add(u64::from(tls), Ordering::Relaxed);
+                            if keep && conn.is_none() {
+                                counts.closed[usize::from(tls)].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                         Outcome::Retry => counts.failures.lock().unwrap().push("closed twice before a response".into()),
                         Outcome::Failed(e) => {
                             counts.failures.lock().unwrap().push(e);
@@ -309,22 +382,51 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitSta
 
 #[test]
 fn issue39_upgrade_under_load_drops_nothing_and_a_large_download_completes() {
-    upgrade_under_load("");
+    upgrade_under_load(1);
 }
 
 /// With workers, each new worker accepts from the sockets of the old worker it replaces.
 #[test]
 fn issue39_upgrade_with_two_workers_drops_nothing() {
-    upgrade_under_load(&format!("workers = 2\nlisten = [\"127.0.0.1:{}\"]", common::free_port()));
+    upgrade_under_load(2);
 }
 
-fn upgrade_under_load(extra: &str) {
-    let mut srv = Upgradable::start(extra, |_, root| make_files(root));
+/// The TLS load clients: keep-alive and new-connection HTTP/1.1, and HTTP/2.
+#[cfg(feature = "tls")]
+const TLS_CLIENTS: (usize, usize, usize) = (6, 3, 2);
+
+/// The upgrade under load with `workers`: 16 keep-alive and 4 new-connection HTTP/1.1 clients
+/// and 4 h2c ones on the plain listener, and [`TLS_CLIENTS`] on the TLS one.
+fn upgrade_under_load(workers: usize) {
+    // With workers every set of sockets binds the same port: it is chosen here.
+    let port = |workers| if workers == 1 { 0 } else { common::free_port() };
+    let extra = if workers == 1 {
+        String::new()
+    } else {
+        format!("workers = {workers}\nlisten = [\"127.0.0.1:{}\"]\n", port(workers))
+    };
+    #[cfg(feature = "tls")]
+    let extra = format!(
+        "{extra}[tls]\nlisten = [\"127.0.0.1:{}\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n",
+        port(workers)
+    );
+    let mut srv = Upgradable::start(&extra, |_dir, root| {
+        #[cfg(feature = "tls")]
+        common::proto::make_localhost_cert(_dir);
+        make_files(root);
+    });
     let addr = srv.addr;
     let old = srv.child.id();
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
-    let clients = load(addr, 16, 4, stop.clone(), counts.clone());
+    #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
+    let mut clients = load(&Dial::Plain(addr), 16, 4, 4, stop.clone(), counts.clone());
+    #[cfg(feature = "tls")]
+    {
+        let tls = Dial::tls(srv.listening(common::parse_listening_tls, |_| true), srv.dir());
+        let (keepalive, fresh, h2) = TLS_CLIENTS;
+        clients.extend(load(&tls, keepalive, fresh, h2, stop.clone(), counts.clone()));
+    }
 
     // The large download, read slowly, started before the upgrade.
     let mut big = connect(addr).unwrap();
@@ -359,6 +461,7 @@ fn upgrade_under_load(extra: &str) {
     install(BIN, &srv.dir().join("bin/ferrohttpd"));
     assert!(runs_deleted_binary(old), "the old process should run the replaced file");
     let before = counts.requests.load(Ordering::Relaxed);
+    let tls_before = counts.tls_requests.load(Ordering::Relaxed);
     signal(old, "USR2");
     let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("a new process writes the pid file");
     assert!(alive(new), "the new process runs");
@@ -367,6 +470,7 @@ fn upgrade_under_load(extra: &str) {
     let read_at_exit = progress.load(Ordering::Relaxed);
     assert!(status.success(), "old process: {status}");
     let at_exit = counts.requests.load(Ordering::Relaxed);
+    let tls_at_exit = counts.tls_requests.load(Ordering::Relaxed);
     thread::sleep(Duration::from_millis(700));
     stop.store(true, Ordering::Relaxed);
     for c in clients {
@@ -374,9 +478,10 @@ fn upgrade_under_load(extra: &str) {
     }
     let (got, took) = download.join().unwrap();
     let total = counts.requests.load(Ordering::Relaxed);
+    let tls_total = counts.tls_requests.load(Ordering::Relaxed);
     let failures = counts.failures.lock().unwrap().clone();
     eprintln!(
-        "upgrade under load ({extra:?}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries, HTTP/2: {} requests, {} GOAWAY frames, {} streams past a GOAWAY sent again; large download {} bytes in {took:?}",
+        "upgrade under load (workers = {workers}): {total} requests ({} before the signal, {} after the old process exited), {} failed, {} keep-alive retries, HTTP/2: {} requests, {} GOAWAY frames, {} streams past a GOAWAY sent again; over TLS {tls_total} requests ({tls_before} before, {} after); keep-alive connections closed after a response: {} plain, {} TLS; large download {} bytes in {took:?}",
         before,
         total - at_exit,
         failures.len(),
@@ -384,6 +489,9 @@ fn upgrade_under_load(extra: &str) {
         counts.h2_requests.load(Ordering::Relaxed),
         counts.h2_goaways.load(Ordering::Relaxed),
         counts.h2_retries.load(Ordering::Relaxed),
+        tls_total - tls_at_exit,
+        counts.closed[0].load(Ordering::Relaxed),
+        counts.closed[1].load(Ordering::Relaxed),
         got.len()
     );
     assert!(failures.is_empty(), "{} failed requests: {:?}", failures.len(), &failures[..failures.len().min(10)]);
@@ -391,11 +499,34 @@ fn upgrade_under_load(extra: &str) {
     // request in flight: no client had to retry.
     assert_eq!(counts.retries.load(Ordering::Relaxed), 0, "requests raced the close of an idle connection");
     assert!(before > 50 && total - at_exit > 50, "too little load: {before} before, {} after", total - at_exit);
+    // Every keep-alive connection to the old process ended with a response saying
+    // `Connection: close` (none was closed under a request: 0 retries above).
+    assert!(counts.closed[0].load(Ordering::Relaxed) >= 16, "the plain keep-alive connections were closed gracefully");
     #[cfg(feature = "http2")]
-    assert!(
-        counts.h2_requests.load(Ordering::Relaxed) > 50 && counts.h2_goaways.load(Ordering::Relaxed) >= 4,
-        "the HTTP/2 clients ran and each saw the old process's GOAWAY"
-    );
+    {
+        #[cfg(feature = "tls")]
+        let h2_clients = 4 + TLS_CLIENTS.2 as u64;
+        #[cfg(not(feature = "tls"))]
+        let h2_clients = 4;
+        assert!(
+            counts.h2_requests.load(Ordering::Relaxed) > 50 && counts.h2_goaways.load(Ordering::Relaxed) >= h2_clients,
+            "the HTTP/2 clients ran and each saw the old process's GOAWAY"
+        );
+    }
+    // The TLS clients were served by both processes: the new one took over the TLS socket,
+    // and each keep-alive connection to the old one ended with `Connection: close`.
+    #[cfg(feature = "tls")]
+    {
+        assert!(
+            tls_before > 20 && tls_total - tls_at_exit > 20,
+            "too little TLS load: {tls_before} before, {} after",
+            tls_total - tls_at_exit
+        );
+        assert!(
+            counts.closed[1].load(Ordering::Relaxed) >= TLS_CLIENTS.0 as u64,
+            "the TLS keep-alive connections were closed gracefully"
+        );
+    }
     // The download, served by the old process to its end, byte for byte.
     let p = got.windows(4).position(|w| w == b"\r\n\r\n").expect("a head") + 4;
     assert!(got.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&got[..p]));
@@ -404,7 +535,7 @@ fn upgrade_under_load(extra: &str) {
     // The old process stayed until the kernel had taken the rest of the body (a few MB of
     // socket buffers at most): it did not leave at the signal.
     assert!(read_at_exit >= BIG as u64 / 2, "the old process exited with {read_at_exit} of {BIG} bytes read");
-    if extra.is_empty() {
+    if workers == 1 {
         let log = srv.error_log();
         assert!(log.contains(&format!("upgrade: process {new} serves")), "{log}");
         assert!(log.contains("stats: "), "the old process logs its statistics as it hands over: {log}");
@@ -437,7 +568,7 @@ fn upgrade_fails(srv: &mut Upgradable, why: &str) {
     assert_eq!(srv.pid_file(), Some(old));
     for i in 0..FILES {
         let mut conn = None;
-        assert!(matches!(get(srv.addr, &mut conn, i, false), Outcome::Ok), "the old process serves");
+        assert!(matches!(get(&Dial::Plain(srv.addr), &mut conn, i, false), Outcome::Ok), "the old process serves");
     }
 }
 
@@ -465,7 +596,7 @@ fn issue39_a_broken_binary_or_configuration_leaves_the_old_process_serving() {
     let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("the upgrade succeeds once fixed");
     assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some_and(|s| s.success()));
     let mut conn = None;
-    assert!(matches!(get(srv.addr, &mut conn, 0, false), Outcome::Ok));
+    assert!(matches!(get(&Dial::Plain(srv.addr), &mut conn, 0, false), Outcome::Ok));
     assert!(alive(new));
 }
 
@@ -489,9 +620,9 @@ fn issue39_the_new_process_keeps_binds_and_closes_listeners_by_its_configuration
     srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
     assert!(wait_exit(&mut srv.child, Duration::from_secs(20)).is_some());
     let mut conn = None;
-    assert!(matches!(get(srv.addr, &mut conn, 1, false), Outcome::Ok), "the kept port-0 address");
+    assert!(matches!(get(&Dial::Plain(srv.addr), &mut conn, 1, false), Outcome::Ok), "the kept port-0 address");
     let added: SocketAddr = format!("127.0.0.1:{extra}").parse().unwrap();
-    assert!(matches!(get(added, &mut conn, 2, false), Outcome::Ok), "the added address");
+    assert!(matches!(get(&Dial::Plain(added), &mut conn, 2, false), Outcome::Ok), "the added address");
     assert!(TcpStream::connect_timeout(&v6, IO_TIMEOUT).is_err(), "the removed address refuses");
 }
 
@@ -501,21 +632,6 @@ fn issue39_the_server_runs_from_its_copy() {
     let srv = Upgradable::start("", |_, _| {});
     let exe: PathBuf = fs::read_link(format!("/proc/{}/exe", srv.child.id())).unwrap();
     assert!(exe.starts_with(fs::canonicalize(srv.dir()).unwrap()), "{}", exe.display());
-}
-
-/// A self-signed `localhost` certificate in `dir`.
-#[cfg(feature = "tls")]
-fn make_cert(dir: &Path) {
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-days", "30"])
-        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"])
-        .arg("-keyout")
-        .arg(dir.join("localhost.key"))
-        .arg("-out")
-        .arg(dir.join("localhost.crt"))
-        .output()
-        .expect("openssl runs");
-    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// One `openssl s_client` GET over TLS 1.3 with `sess` (`-sess_out`/`-sess_in` FILE): whether
@@ -553,7 +669,7 @@ fn tls_get(addr: SocketAddr, sess: &[&str]) -> (bool, String) {
 fn issue39_a_tls_session_ticket_from_before_the_upgrade_resumes_after_it() {
     let tls = "[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"\n";
     let mut srv = Upgradable::start(tls, |dir, root| {
-        make_cert(dir);
+        common::proto::make_localhost_cert(dir);
         make_files(root);
     });
     let addr = srv.listening(common::parse_listening_tls, |_| true);
@@ -573,6 +689,89 @@ fn issue39_a_tls_session_ticket_from_before_the_upgrade_resumes_after_it() {
     assert!(reused, "the ticket issued by process {old} resumes with process {new}: {text}");
 }
 
+/// A connection that becomes HTTP/2 only after the old process began to wind down (its TLS
+/// handshake, or its h2c preface, still on the way when the new process took over) gets the
+/// graceful GOAWAY like the others: its first stream is answered, then it closes, and the
+/// old process exits. Before, its session started without one and served every request the
+/// client sent until `shutdown_timeout` cut it in the middle of a response (the load test's
+/// `Broken pipe after 32768 bytes (GOAWAY seen: false)`, 1 run in 5 with `workers = 2`).
+#[cfg(all(feature = "tls", feature = "http2"))]
+#[test]
+fn issue39_a_connection_that_turns_http2_during_the_wind_down_gets_goaway() {
+    use common::h2::{frame, get_block, PREFACE};
+    let tls = "shutdown_timeout = \"30s\"\n[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"\n";
+    let mut srv = Upgradable::start(tls, |dir, root| {
+        common::proto::make_localhost_cert(dir);
+        make_files(root);
+    });
+    let tls_addr = srv.listening(common::parse_listening_tls, |_| true);
+    // TLS: the handshake as far as the client's Finished, which is held back; the server's
+    // flight shows the old process has the connection.
+    let cfg = common::proto::tls::client_config(&srv.dir().join("localhost.crt"), b"h2").unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls =
+        rustls::StreamOwned::new(rustls::ClientConnection::new(cfg, name).unwrap(), connect(tls_addr).unwrap());
+    while tls.conn.is_handshaking() {
+        if tls.conn.wants_write() {
+            tls.conn.write_tls(&mut tls.sock).unwrap();
+        } else {
+            assert!(tls.conn.read_tls(&mut tls.sock).unwrap() > 0, "the server closed in the handshake");
+            tls.conn.process_new_packets().unwrap();
+        }
+    }
+    // h2c: the first bytes of the preface, not enough to tell HTTP/2 yet.
+    let mut plain = connect(srv.addr).unwrap();
+    plain.write_all(&PREFACE[..4]).unwrap();
+    thread::sleep(Duration::from_millis(200));
+
+    let old = srv.child.id();
+    install(BIN, &srv.dir().join("bin/ferrohttpd"));
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(20)).expect("upgraded");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !srv.error_log().contains(&format!("upgrade: process {new} serves")) {
+        assert!(Instant::now() < deadline, "the old process does not wind down: {}", srv.error_log());
+        thread::sleep(Duration::from_millis(5));
+    }
+    // Within the second an idle connection is given: the handshake completes (the Finished
+    // goes out with the first write), the preface ends, and each asks for a file.
+    let hello = |rest: &[u8]| [rest, &frame(4, 0, 0, &[]), &frame(1, 0x5, 1, &get_block("/u1.bin", &[]))].concat();
+    tls.write_all(&hello(PREFACE)).unwrap();
+    plain.write_all(&hello(&PREFACE[4..])).unwrap();
+    for (what, mut s) in [("h2 over TLS", &mut tls as &mut dyn Stream), ("h2c", &mut plain)] {
+        // The frames until the connection ends: GOAWAY, stream 1 answered in full, GOAWAY
+        // again (the PING is not acknowledged: a second later), then the end.
+        let (mut goaway, mut first_goaway_before_end, mut status, mut got) = (0, false, 0u16, Vec::new());
+        let mut dec = ferrohttpd::h2::hpack::Decoder::new(4096);
+        loop {
+            match h2_frame(&mut s) {
+                Ok((7, _, 0, _)) => {
+                    goaway += 1;
+                    first_goaway_before_end |= got.len() < body(1).len();
+                }
+                Ok((1, _, 1, p)) => {
+                    let _ = dec.decode(&p, 1 << 20, |k, v, _| {
+                        if k == b":status" {
+                            status = std::str::from_utf8(v).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                        }
+                        Ok::<(), ()>(())
+                    });
+                }
+                Ok((0, _, 1, p)) => got.extend_from_slice(&p),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => panic!("{what}: {e} after {} bytes of stream 1 and {goaway} GOAWAY frames", got.len()),
+            }
+        }
+        assert!(status == 200 && got == body(1), "{what}: stream 1 answered in full: {status}, {} bytes", got.len());
+        assert!(first_goaway_before_end && goaway == 2, "{what}: the two GOAWAY frames of a graceful end ({goaway})");
+    }
+    // The server lingers until the client has closed too.
+    drop((tls, plain));
+    let status = wait_exit(&mut srv.child, Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "the old process exits once its connections have ended: {status:?}");
+}
+
 /// SIGHUP with other listen addresses: the added one serves, the removed one refuses, and
 /// the kept one never refused a connection, under load through the reload.
 #[test]
@@ -584,11 +783,11 @@ fn issue39_sighup_adds_and_removes_listen_addresses_and_the_kept_one_never_refus
     let removed_addr: SocketAddr = format!("127.0.0.1:{removed}").parse().unwrap();
     let added_addr: SocketAddr = format!("127.0.0.1:{added}").parse().unwrap();
     let mut conn = None;
-    assert!(matches!(get(removed_addr, &mut conn, 0, false), Outcome::Ok));
+    assert!(matches!(get(&Dial::Plain(removed_addr), &mut conn, 0, false), Outcome::Ok));
 
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
-    let clients = load(kept_addr, 4, 4, stop.clone(), counts.clone());
+    let clients = load(&Dial::Plain(kept_addr), 4, 4, 4, stop.clone(), counts.clone());
     thread::sleep(Duration::from_millis(300));
     let cfg = srv.dir().join("ferrohttpd.toml");
     let text = fs::read_to_string(&cfg).unwrap();
@@ -608,7 +807,10 @@ fn issue39_sighup_adds_and_removes_listen_addresses_and_the_kept_one_never_refus
     let failures = counts.failures.lock().unwrap().clone();
     assert!(failures.is_empty(), "the kept address failed: {failures:?}");
     assert!(counts.requests.load(Ordering::Relaxed) > 20);
-    assert!(matches!(get(added_addr, &mut conn, 1, false), Outcome::Ok), "the added address serves: {log}");
+    assert!(
+        matches!(get(&Dial::Plain(added_addr), &mut conn, 1, false), Outcome::Ok),
+        "the added address serves: {log}"
+    );
     assert!(TcpStream::connect_timeout(&removed_addr, IO_TIMEOUT).is_err(), "the removed address refuses");
     assert!(srv.child.try_wait().unwrap().is_none());
 }
@@ -630,7 +832,7 @@ fn issue39_sighup_with_an_address_that_cannot_be_bound_changes_nothing() {
     let log = srv.error_log();
     assert!(log.contains("reload failed") && log.contains("cannot listen on"), "{log}");
     let mut conn = None;
-    assert!(matches!(get(srv.addr, &mut conn, 0, false), Outcome::Ok), "the old address still serves");
+    assert!(matches!(get(&Dial::Plain(srv.addr), &mut conn, 0, false), Outcome::Ok), "the old address still serves");
     assert!(srv.child.try_wait().unwrap().is_none());
 }
 
@@ -656,7 +858,7 @@ fn issue39_the_new_process_tells_systemd_its_pid() {
 
 /// An HTTP/2 frame read whole: type, flags, stream, payload.
 #[cfg(feature = "http2")]
-fn h2_frame(s: &mut TcpStream) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
+fn h2_frame(s: &mut impl Read) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
     let mut head = [0u8; 9];
     s.read_exact(&mut head)?;
     let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
@@ -666,13 +868,12 @@ fn h2_frame(s: &mut TcpStream) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
     Ok((head[3], head[4], id, payload))
 }
 
-/// An h2c connection: preface, SETTINGS (a 16 MiB stream window) and the connection window
-/// opened as far.
+/// An HTTP/2 connection (h2c, or h2 over TLS): preface, SETTINGS (a 16 MiB stream window)
+/// and the connection window opened as far.
 #[cfg(feature = "http2")]
-fn h2_open(addr: SocketAddr) -> Result<TcpStream, String> {
+fn h2_open(dial: &Dial) -> Result<Conn, String> {
     use common::h2::{frame, PREFACE};
-    let mut s = connect(addr)?;
-    s.set_nodelay(true).map_err(|e| format!("nodelay: {e}"))?;
+    let mut s = dial.open(true)?;
     let mut hello = PREFACE.to_vec();
     hello.extend(frame(4, 0, 0, &[0, 4, 1, 0, 0, 0]));
     hello.extend(frame(8, 0, 0, &(16u32 << 20).to_be_bytes()));
@@ -684,9 +885,12 @@ fn h2_open(addr: SocketAddr) -> Result<TcpStream, String> {
 /// covers completes, one past it is sent again on a new connection (RFC 9113 §6.8), and the
 /// connection is replaced once it closes.
 #[cfg(feature = "http2")]
-fn h2_client(addr: SocketAddr, c: usize, stop: &AtomicBool, counts: &Counts) {
+fn h2_client(dial: &Dial, c: usize, stop: &AtomicBool, counts: &Counts) {
     use common::h2::{frame, get_block};
-    type H2Conn = (TcpStream, ferrohttpd::h2::hpack::Decoder, u32, bool);
+    // The connection, its HPACK decoder, the next stream, whether GOAWAY was seen, and when
+    // it was opened (a failure says how long it had lived: one cut by the old process's
+    // `shutdown_timeout` had lived that long).
+    type H2Conn = (Conn, ferrohttpd::h2::hpack::Decoder, u32, bool, Instant);
     let mut conn: Option<H2Conn> = None;
     let mut n = c;
     let fail = |e: String| counts.failures.lock().unwrap().push(format!("h2: {e}"));
@@ -694,15 +898,15 @@ fn h2_client(addr: SocketAddr, c: usize, stop: &AtomicBool, counts: &Counts) {
         n += 1;
         let i = n % FILES;
         if conn.as_ref().is_none_or(|c| c.3) {
-            conn = match h2_open(addr) {
-                Ok(s) => Some((s, ferrohttpd::h2::hpack::Decoder::new(4096), 1, false)),
+            conn = match h2_open(dial) {
+                Ok(s) => Some((s, ferrohttpd::h2::hpack::Decoder::new(4096), 1, false, Instant::now())),
                 Err(e) => {
                     fail(e);
                     continue;
                 }
             };
         }
-        let Some((s, dec, next_id, going_away)) = conn.as_mut() else { continue };
+        let Some((s, dec, next_id, going_away, opened)) = conn.as_mut() else { continue };
         let id = *next_id;
         *next_id += 2;
         if let Err(e) = s.write_all(&frame(1, 0x5, id, &get_block(&format!("/u{i}.bin"), &[]))) {
@@ -743,7 +947,12 @@ fn h2_client(addr: SocketAddr, c: usize, stop: &AtomicBool, counts: &Counts) {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    fail(format!("stream {id}: {e} after {} bytes (GOAWAY seen: {going_away})", got.len()));
+                    fail(format!(
+                        "stream {id}: {e} after {} bytes (GOAWAY seen: {going_away}; {}, open for {:?})",
+                        got.len(),
+                        if dial.is_tls() { "TLS" } else { "h2c" },
+                        opened.elapsed()
+                    ));
                     break;
                 }
             }
@@ -757,6 +966,9 @@ fn h2_client(addr: SocketAddr, c: usize, stop: &AtomicBool, counts: &Counts) {
             fail(format!("stream {id}: status {status}, {} bytes", got.len()));
         }
         counts.h2_requests.fetch_add(u64::from(done), Ordering::Relaxed);
+        if dial.is_tls() {
+            counts.tls_requests.fetch_add(u64::from(done), Ordering::Relaxed);
+        }
         if !done {
             conn = None;
         }

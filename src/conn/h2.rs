@@ -46,7 +46,9 @@
 //!   last frame is queued; a stream the client resets is logged with what was sent. Shutdown
 //!   and reload send GOAWAY in two steps (RFC 9113 §6.8): first with 2^31−1 and a PING, then,
 //!   once the PING is acknowledged (or after [`GOAWAY_ACK_WAIT`]), with the last stream
-//!   opened; streams in flight finish, then the connection closes.
+//!   opened; streams in flight finish, then the connection closes. A connection that becomes
+//!   HTTP/2 once a shutdown has begun (its TLS handshake or h2c preface was on its way) sends
+//!   the first GOAWAY right after its SETTINGS.
 //! * **Deadlines** (`h2_wait`): `[http2] handshake_timeout` until the session is handshaken,
 //!   then `idle_timeout` with no stream open, `send_timeout` with streams open, renewed only
 //!   when the session reports progress (never by control frames, nor by the write path). An
@@ -385,6 +387,13 @@ impl Conn {
             shed_wake: None,
             memo: HeadMemo::default(),
         }));
+        // The server began to wind down (`stop_keepalive`) while this connection's TLS
+        // handshake or h2c preface was still on its way: it drains like the others (GOAWAY
+        // after our SETTINGS, its first requests answered), or it would serve every request
+        // its client sends until `shutdown_timeout` cut it mid-response.
+        if self.close_after {
+            self.h2_go_away();
+        }
     }
 
     /// At shutdown: GOAWAY; streams in flight finish. True: drive the connection now.

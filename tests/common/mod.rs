@@ -381,6 +381,7 @@ impl Builder {
         let bin = d.join("ferrohttpd-bin");
         fs::copy(BIN, &bin).unwrap();
         fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+        wait_executable(&bin);
         let cfg = d.join(config_rel);
         if cfg.exists() {
             fs::set_permissions(&cfg, fs::Permissions::from_mode(0o644)).unwrap();
@@ -1400,4 +1401,19 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         }
         thread::sleep(Duration::from_millis(25));
     }
+}
+
+/// Waits until `path` can be executed. While this test process wrote the file, another
+/// thread (another test) may have forked a child that holds a copy of the write descriptor
+/// until it execs; executing the file meanwhile fails with ETXTBSY ("Text file busy"), for
+/// the test and for a server upgrading to it. Once one exec succeeds no copy is left (the
+/// test's own descriptor is closed): the next ones cannot race.
+pub fn wait_executable(path: &Path) {
+    for _ in 0..500 {
+        match Command::new(path).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => thread::sleep(Duration::from_millis(10)),
+            _ => return,
+        }
+    }
+    panic!("{} stays busy", path.display());
 }

@@ -432,20 +432,30 @@ fn hpack_string(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 #[cfg(feature = "tls")]
-mod tls {
+pub mod tls {
+    use std::net::TcpStream;
+    use std::path::Path;
     use std::sync::Arc;
 
     use super::Server;
 
-    pub type Stream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+    pub type Stream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
     /// A TLS connection to the server's TLS listener, trusting its `localhost` certificate,
     /// offering `alpn`; the handshake done and the protocol checked.
     pub fn connect(srv: &Server, alpn: &[u8]) -> Result<Stream, String> {
+        let cfg = client_config(&srv.dir().join("localhost.crt"), alpn)?;
+        handshake(&cfg, super::super::connect(srv.tls_addr()))
+    }
+
+    /// A client configuration trusting the certificate in the PEM file `cert` (as
+    /// `localhost`), offering `alpn` only. It keeps the sessions the server gives it, so the
+    /// connections made with one configuration resume.
+    pub fn client_config(cert: &Path, alpn: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
         use rustls::pki_types::pem::PemObject;
         let mut roots = rustls::RootCertStore::empty();
-        for c in rustls::pki_types::CertificateDer::pem_file_iter(srv.dir().join("localhost.crt"))
-            .map_err(|e| format!("the test certificate: {e}"))?
+        for c in
+            rustls::pki_types::CertificateDer::pem_file_iter(cert).map_err(|e| format!("the test certificate: {e}"))?
         {
             roots.add(c.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
         }
@@ -456,13 +466,20 @@ mod tls {
             .with_root_certificates(roots)
             .with_no_client_auth();
         cfg.alpn_protocols = vec![alpn.to_vec()];
+        Ok(Arc::new(cfg))
+    }
+
+    /// TLS over `sock` for `localhost` with `cfg`: the handshake done and the protocol the
+    /// configuration offers checked.
+    pub fn handshake(cfg: &Arc<rustls::ClientConfig>, sock: TcpStream) -> Result<Stream, String> {
         let name = rustls::pki_types::ServerName::try_from("localhost").map_err(|e| e.to_string())?;
-        let conn = rustls::ClientConnection::new(Arc::new(cfg), name).map_err(|e| e.to_string())?;
-        let mut s = rustls::StreamOwned::new(conn, super::super::connect(srv.tls_addr()));
+        let conn = rustls::ClientConnection::new(cfg.clone(), name).map_err(|e| e.to_string())?;
+        let mut s = rustls::StreamOwned::new(conn, sock);
         while s.conn.is_handshaking() {
             s.conn.complete_io(&mut s.sock).map_err(|e| format!("TLS handshake: {e}"))?;
         }
-        if s.conn.alpn_protocol() != Some(alpn) {
+        let alpn = cfg.alpn_protocols.first().map(Vec::as_slice);
+        if s.conn.alpn_protocol() != alpn {
             return Err(format!("ALPN {:?}, offered {:?}", s.conn.alpn_protocol(), alpn));
         }
         Ok(s)
