@@ -226,6 +226,25 @@ fn hundred_concurrent_streams() {
     assert!(r.iter().all(|r| r.status == 200 && r.sha256 == small), "a response differs");
 }
 
+/// More responses at once than the connection's send window holds (300 × 16 KiB against
+/// 1 MiB): the ones that do not fit wait in the server's queue, not refused by QUIC one by
+/// one, and every one of them arrives whole as the window moves.
+#[test]
+fn responses_beyond_the_connection_window_all_arrive() {
+    if !have_client() {
+        return;
+    }
+    const MEDIUM: usize = 16 * 1024;
+    let srv = h3_server("max_streams = 300\n", |_, root| {
+        std::fs::write(root.join("medium.bin"), pseudo_random_bytes(MEDIUM, 3)).unwrap();
+    });
+    let want = sha256(&pseudo_random_bytes(MEDIUM, 3));
+    let reqs: Vec<Req<'_>> = (0..300).map(|_| ("GET", "/medium.bin", "localhost", &[][..])).collect();
+    let r = h3(&srv, "localhost", &reqs).unwrap();
+    assert_eq!(r.len(), 300);
+    assert!(r.iter().all(|r| r.status == 200 && r.sha256 == want), "a response differs");
+}
+
 /// The head of `GET /file.txt` over HTTPS (TCP, curl), lowercased.
 fn https_head(srv: &Server) -> String {
     let port = srv.tls_addr().port();

@@ -51,6 +51,9 @@ use crate::serve::{self, Exchange, CLIENT_CLOSED};
 const CHUNK: usize = 32 * 1024;
 /// Bytes read from a stream at a time.
 const READ_MAX: usize = 16 * 1024;
+/// How long responses held back behind a full connection window (see [`H3Conn::send`]) wait
+/// at most before they are tried again when no event of the connection comes first.
+const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// One request stream.
 enum Req {
@@ -574,12 +577,36 @@ impl H3Conn {
         }
         order.sort_unstable();
         order.dedup();
-        for (_, n) in order {
+        // Two refusals in a row: the connection's room (the client's MAX_DATA, our send
+        // window) is used up. The streams not tried yet stay in our queue rather than being
+        // refused too: quinn-proto hands back a Writable event for every stream it refused
+        // each time the room grows (each ACK), and with hundreds of responses waiting that
+        // made the cost per request grow with the streams in flight (4 KiB with 1,000
+        // streams: 22 against 10 us of server CPU per request with 100). One refused stream
+        // brings its Writable event, and the queue is tried again on every turn of the
+        // connection; since a refusal may also be one stream's own window, the held ones
+        // are tried again after `HELD_RETRY` whatever happens.
+        let mut refused = 0;
+        let mut order = order.into_iter();
+        while let Some((_, n)) = order.next() {
+            if refused == 2 {
+                for n in std::iter::once(n).chain(order.by_ref().map(|(_, n)| n)) {
+                    if let Some(Req::Sending(s)) = self.reqs.get_mut(&n) {
+                        s.queued = true;
+                        self.writable.push(n);
+                    }
+                }
+                let t = cx.clock.now + HELD_RETRY;
+                self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+                break;
+            }
             let Some(Req::Sending(s)) = self.reqs.get_mut(&n) else { continue };
             let Ok(v) = VarInt::from_u64(n) else { continue };
             let id = StreamId::from(v);
             s.queued = false;
-            match send_stream(conn, cx, id, s, &mut self.wake) {
+            let progress = send_stream(conn, cx, id, s, &mut self.wake);
+            refused = if matches!(progress, Progress::Blocked) { refused + 1 } else { 0 };
+            match progress {
                 Progress::Blocked => {}
                 Progress::Throttled => self.throttled.push(n),
                 Progress::Done => {
