@@ -134,6 +134,21 @@ impl RequestStream {
         self.id
     }
 
+    /// Makes this reader, done with its request's head, a new one for request stream `id`
+    /// (as [`Session::request_stream`] makes), keeping the room of its buffers, and of
+    /// `fields` (those of an earlier request, cleared here) for the fields.
+    pub fn reuse(&mut self, id: u64, mut fields: Fields) {
+        fields.clear();
+        self.id = id;
+        self.phase = Phase::Head;
+        self.header = HeaderReader::default();
+        self.payload = Payload::None;
+        self.section.clear();
+        self.fields = fields;
+        self.content_length = None;
+        self.received = 0;
+    }
+
     /// The request's fields, after [`Event::Headers`] (empty before, and after
     /// [`RequestStream::take_fields`]).
     pub fn fields(&self) -> &Fields {
