@@ -121,6 +121,8 @@ pub(super) struct H3Conn {
     done: Vec<u64>,
     /// Readers of requests whose heads were read, and fields of requests answered, kept for
     /// the next requests (at most [`SPARE`] each): their buffers, not new ones each time.
+    // Boxed: they move in and out of `Req::Reading` as they are, with no allocation.
+    #[allow(clippy::vec_box)]
     spare_readers: Vec<Box<RequestStream>>,
     spare_fields: Vec<Fields>,
     /// The socket (for `Exchange::local_ip`), the client, and the SNI name of the handshake.
