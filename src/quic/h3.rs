@@ -17,7 +17,8 @@
 //!   dropped; QPACK with the static table). Body bytes are copied, [`CHUNK`] at a time, into
 //!   a DATA frame (mapped files with the SIGBUS-safe copy, fd-backed files with `pread`,
 //!   multipart framing from the exchange), which is handed to the QUIC stream without a
-//!   further copy (`write_chunks`); what the stream does not take (flow control, the
+//!   further copy (`write_chunks`; the HEADERS frame goes in the same buffer as the first
+//!   DATA frame); what the stream does not take (flow control, the
 //!   connection's send window) waits, one chunk per stream, until it is writable again.
 //!   Rate limits (`limit_rate`, throttles) hold a stream back until the time they give.
 //!   RFC 9218: the urgency of the `priority` field or of a PRIORITY_UPDATE orders the
