@@ -586,8 +586,64 @@ mod tests {
                 && text.contains("tls_handshakes: tls1.3 7 tls1.2 0 resumed 0"),
             "{text}"
         );
+        assert!(!text.contains("http3_connections"), "{text}");
         assert_eq!(Format::from_query(Some("json")), Format::Json);
         assert_eq!(Format::from_query(Some("a=1&format=prometheus")), Format::Prometheus);
         assert_eq!(Format::from_query(None), Format::Text);
+    }
+
+    /// The QUIC counters in the three formats, gauges apart from counters, refusals by reason.
+    #[test]
+    fn http3_counters() {
+        let mut c = Counters::default();
+        let h = &mut c.http3;
+        (h.open, h.handshaking, h.connections, h.validated, h.retries) = (5, 2, 9, 3, 40);
+        (h.refused_full, h.refused_per_ip, h.refused_stopping, h.stateless_resets) = (1, 2, 4, 6);
+        let s = Snapshot {
+            version: "0",
+            pid: 1,
+            uptime_secs: 3,
+            started_unix: 0,
+            conns: ConnStates::default(),
+            counters: &c,
+            cache_hits: 0,
+            cache_misses: 0,
+            cache_entries: 0,
+            cache_bytes: 0,
+            auth_verifications: 0,
+            compression: Compression::default(),
+            config_file: "",
+            config_loaded: "",
+            tls: true,
+            http3: true,
+            deferring: false,
+            certificates: Vec::new(),
+        };
+        let out = |f| {
+            let mut out = Vec::new();
+            render(&s, f, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let text = out(Format::Text);
+        assert!(
+            text.contains(
+                "http3_connections: open 5 handshaking 2 accepted 9 validated 3 handshakes 0 handshake_failures 0 \
+                 refused 7 retries 40 stateless_resets 6 version_negotiations 0\n\
+                 http3_refused: max_connections 1 per_ip 2 stopping 4\n"
+            ),
+            "{text}"
+        );
+        let j = out(Format::Json);
+        assert!(j.contains("\"http3_connections\":{\"open\":5,\"handshaking\":2,\"accepted\":9,"), "{j}");
+        assert!(j.contains("\"http3_refused\":{\"max_connections\":1,\"per_ip\":2,\"stopping\":4},"), "{j}");
+        let p = out(Format::Prometheus);
+        for line in [
+            "# TYPE ferrohttpd_http3_connections gauge\n",
+            "ferrohttpd_http3_connections{state=\"handshaking\"} 2\n",
+            "ferrohttpd_http3_connections_total{event=\"retries\"} 40\n",
+            "ferrohttpd_http3_refused_total{reason=\"per_ip\"} 2\n",
+        ] {
+            assert!(p.contains(line), "{line}: {p}");
+        }
     }
 }
