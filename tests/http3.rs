@@ -477,6 +477,26 @@ fn connections_per_address_are_limited() {
     }
 }
 
+/// Initials forged in a client's name (handshakes that never finish) do not lock it out:
+/// past `max_connections_per_ip` pending handshakes from its address, a new attempt gets a
+/// Retry instead of a refusal, and comes back validated, counted against the address's
+/// validated connections only.
+#[test]
+fn forged_initials_do_not_lock_an_address_out() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("max_connections_per_ip = 4\n", |_, _| {});
+    let port = srv.tls_addr().port().to_string();
+    finish(quicflood(&["flood", "127.0.0.1", &port, "10", "0"]));
+    let st = wait_h3_status(&srv, "retries", |n| n >= 6);
+    assert_eq!((st["accepted"], st["handshaking"], st["retries"]), (4, 4, 6), "{st:?}");
+    let r = h3(&srv, "localhost", &[("GET", "/file.txt", "localhost", &[])]).unwrap();
+    assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
+    let st = h3_status(&srv);
+    assert_eq!((st["accepted"], st["validated"], st["retries"], st["refused"]), (5, 1, 7, 0), "{st:?}");
+}
+
 /// `[server] max_connections` bounds the QUIC connections: a flood of 20 Initials from 20
 /// addresses gets 3 connections and 17 refusals (CONNECTION_REFUSED, stateless).
 #[test]

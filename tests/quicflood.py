@@ -6,7 +6,7 @@ Usage:
       Sends COUNT real client Initials (each a new connection: its own connection IDs and
       TLS ClientHello, 1,200 bytes), each from a new UDP socket (a new source port), the
       sockets bound in turn to ADDRS loopback source addresses (127.0.2.1, 127.0.2.2, ...;
-      Linux routes all of 127/8 to lo). Never answers: the server's handshakes stay open
+      Linux routes all of 127/8 to lo; ADDRS 0: all from 127.0.0.1). Never answers: the server's handshakes stay open
       until they time out. Prints "start" once the Initials are built, then sends them in
       bursts of 50 every 25 ms (2,000 per second: the loopback socket buffer keeps up, and
       the flood lasts long enough for a real client to connect during it). stdout then:
@@ -43,7 +43,7 @@ def flood(host, port, count, addrs):
     start = time.time()
     for i, data in enumerate(packets):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("127.0.2.%d" % (1 + i % addrs), 0))
+        s.bind(("127.0.2.%d" % (1 + i % addrs) if addrs else "127.0.0.1", 0))
         s.sendto(data, (host, port))
         s.close()
         if i % 50 == 49:

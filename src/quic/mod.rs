@@ -105,6 +105,17 @@ struct QConn {
     ip: IpAddr,
     /// Its handshake is done (it no longer counts as in progress).
     established: bool,
+    /// It counts as pending for its address: accepted before its address was validated,
+    /// and its handshake is not done.
+    pending: bool,
+}
+
+/// An address's open connections: those whose address is validated (a token, or the
+/// handshake done) and those still pending.
+#[derive(Clone, Copy, Debug, Default)]
+struct PerIp {
+    validated: u32,
+    pending: u32,
 }
 
 /// What is done with a new connection attempt.
@@ -141,14 +152,17 @@ struct Load {
     open: usize,
     handshaking: usize,
     /// Connections open from the attempt's address.
-    from_ip: u32,
+    from_ip: PerIp,
 }
 
 /// Decides a new connection attempt: `validated`, its address was validated (a Retry or
-/// NEW_TOKEN token); `may_retry`, it did not already come after a Retry. Refusals come
-/// first (they are stateless as a Retry is, and final); a Retry comes before the per-address
-/// limit, so that addresses are validated before they are counted against, and refused on
-/// behalf of, the address they claim.
+/// NEW_TOKEN token); `may_retry`, it did not already come after a Retry. Refusals for the
+/// whole endpoint come first (stateless as a Retry is, and final), then the Retry policy.
+/// The per-address limit counts, for a validated attempt, only the address's validated
+/// connections; for one not validated, its pending handshakes too, and past the limit it
+/// gets a Retry rather than a refusal (unless `retry = "never"`): Initials forged in a
+/// victim's name (pending handshakes that never finish) cannot lock the victim out, whose
+/// next attempt comes back validated.
 fn admit(lim: &Limits, load: &Load, validated: bool, may_retry: bool) -> Verdict {
     if load.stopping {
         return Verdict::Refuse(Refusal::Stopping);
@@ -164,7 +178,12 @@ fn admit(lim: &Limits, load: &Load, validated: bool, may_retry: bool) -> Verdict
     if retry && !validated && may_retry {
         return Verdict::Retry;
     }
-    if lim.per_ip > 0 && load.from_ip >= lim.per_ip {
+    let PerIp { validated: v, pending: p } = load.from_ip;
+    let mine = if validated { v } else { v + p };
+    if lim.per_ip > 0 && mine >= lim.per_ip {
+        if !validated && may_retry && lim.retry != Http3Retry::Never {
+            return Verdict::Retry;
+        }
         return Verdict::Refuse(Refusal::PerIp);
     }
     Verdict::Accept
@@ -182,7 +201,7 @@ pub(crate) struct Quic {
     handshaking: usize,
     /// Open connections by client address (every one, whatever the limit, so that a reload
     /// may change it).
-    per_ip: HashMap<IpAddr, u32>,
+    per_ip: HashMap<IpAddr, PerIp>,
     deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
     /// The deadline last handed to the server's timer heap.
     armed: Option<Instant>,
@@ -435,7 +454,7 @@ impl Quic {
                     stopping: self.stopping,
                     open: self.open,
                     handshaking: self.handshaking,
-                    from_ip: self.per_ip.get(&ip).copied().unwrap_or(0),
+                    from_ip: self.per_ip.get(&ip).copied().unwrap_or_default(),
                 };
                 let validated = incoming.remote_address_validated();
                 let c = &mut cx.counters.http3;
@@ -480,10 +499,12 @@ impl Quic {
                             waiting: false,
                             ip,
                             established: false,
+                            pending: !validated,
                         });
                         self.open += 1;
                         self.handshaking += 1;
-                        *self.per_ip.entry(ip).or_insert(0) += 1;
+                        let n = self.per_ip.entry(ip).or_default();
+                        *if validated { &mut n.validated } else { &mut n.pending } += 1;
                         let c = &mut cx.counters.http3;
                         c.connections += 1;
                         c.validated += u64::from(validated);
@@ -575,6 +596,12 @@ impl Quic {
                         self.handshaking -= 1;
                         cx.counters.http3.handshaking = self.handshaking as u64;
                     }
+                    // The handshake validated the address (RFC 9000 §8.1).
+                    if std::mem::take(&mut c.pending) {
+                        let n = self.per_ip.entry(c.ip).or_default();
+                        n.pending = n.pending.saturating_sub(1);
+                        n.validated += 1;
+                    }
                     c.h3.start(&mut c.conn, stopping);
                 }
                 Event::ConnectionLost { .. } => c.h3.lost(cx),
@@ -598,13 +625,14 @@ impl Quic {
         }
         if c.conn.is_drained() {
             c.h3.lost(cx);
-            let (ip, established) = (c.ip, c.established);
+            let (ip, established, pending) = (c.ip, c.established, c.pending);
             self.conns[key] = None;
             self.open -= 1;
             self.handshaking -= usize::from(!established);
             if let Some(n) = self.per_ip.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
+                let count = if pending { &mut n.pending } else { &mut n.validated };
+                *count = count.saturating_sub(1);
+                if n.validated + n.pending == 0 {
                     self.per_ip.remove(&ip);
                 }
             }
@@ -741,7 +769,11 @@ mod tests {
     use super::*;
 
     const LIM: Limits = Limits { retry: Http3Retry::UnderLoad, retry_threshold: 4, max_connections: 10, per_ip: 2 };
-    const IDLE: Load = Load { stopping: false, open: 0, handshaking: 0, from_ip: 0 };
+    const IDLE: Load = Load { stopping: false, open: 0, handshaking: 0, from_ip: PerIp { validated: 0, pending: 0 } };
+
+    fn from_ip(validated: u32, pending: u32) -> Load {
+        Load { from_ip: PerIp { validated, pending }, open: (validated + pending) as usize, ..IDLE }
+    }
 
     #[test]
     fn retry_policies() {
@@ -769,12 +801,21 @@ mod tests {
         let full = Load { open: 10, ..IDLE };
         assert_eq!(admit(&always, &full, false, true), Verdict::Refuse(Refusal::Full));
         assert_eq!(admit(&LIM, &Load { open: 9, ..IDLE }, true, true), Verdict::Accept);
-        // Per address: counted only once validated when a Retry is due; 0 is no limit.
-        let two = Load { from_ip: 2, open: 2, ..IDLE };
-        assert_eq!(admit(&LIM, &two, false, true), Verdict::Refuse(Refusal::PerIp));
-        assert_eq!(admit(&always, &two, false, true), Verdict::Retry);
-        assert_eq!(admit(&always, &two, true, true), Verdict::Refuse(Refusal::PerIp));
-        assert_eq!(admit(&LIM, &Load { from_ip: 1, ..IDLE }, true, true), Verdict::Accept);
-        assert_eq!(admit(&Limits { per_ip: 0, ..LIM }, &Load { from_ip: 9, ..IDLE }, true, true), Verdict::Accept);
+        // Per address: a validated attempt counts the validated connections only; one not
+        // validated counts the pending handshakes too and, past the limit, is sent a Retry
+        // (refused with retry = "never"); 0 is no limit.
+        let never = Limits { retry: Http3Retry::Never, ..LIM };
+        assert_eq!(admit(&LIM, &from_ip(2, 0), true, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(admit(&LIM, &from_ip(2, 0), false, true), Verdict::Retry);
+        assert_eq!(admit(&never, &from_ip(2, 0), false, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(admit(&LIM, &from_ip(1, 3), true, true), Verdict::Accept);
+        assert_eq!(admit(&LIM, &from_ip(0, 2), false, true), Verdict::Retry);
+        assert_eq!(admit(&never, &from_ip(0, 2), false, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(admit(&LIM, &from_ip(1, 0), false, true), Verdict::Accept);
+        assert_eq!(admit(&always, &from_ip(2, 0), true, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(
+            admit(&Limits { per_ip: 0, ..LIM }, &Load { open: 0, ..from_ip(9, 9) }, true, true),
+            Verdict::Accept
+        );
     }
 }
