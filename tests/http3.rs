@@ -497,6 +497,30 @@ fn forged_initials_do_not_lock_an_address_out() {
     assert_eq!((st["accepted"], st["validated"], st["retries"], st["refused"]), (5, 1, 7, 0), "{st:?}");
 }
 
+/// Before a client's address is validated the server sends at most three times what it
+/// received (RFC 9000 §8.1), even when its first flight is larger (a certificate chain of
+/// about 5 KB here) and across its retransmissions: the client sends one Initial and never
+/// answers.
+#[test]
+fn amplification_limit_before_validation() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("retry = \"never\"\nidle_timeout = \"2s\"\n", |dir, _| {
+        let crt = dir.join("localhost.crt");
+        let pem = std::fs::read_to_string(&crt).unwrap();
+        std::fs::write(&crt, pem.repeat(12)).unwrap();
+    });
+    let port = srv.tls_addr().port().to_string();
+    let out = finish(quicflood(&["amp", "127.0.0.1", &port, "2.5"]));
+    let v = json::parse_json(&out).unwrap();
+    let (sent, received) = (v.num(&["sent"]).unwrap(), v.num(&["received"]).unwrap());
+    eprintln!("amplification: {out}");
+    assert!(received <= 3.0 * sent, "{out}");
+    assert!(received >= 2.0 * sent, "the flight is cut at the limit, not smaller: {out}");
+    assert_eq!(h3_status(&srv)["handshakes"], 0);
+}
+
 /// `[server] max_connections` bounds the QUIC connections: a flood of 20 Initials from 20
 /// addresses gets 3 connections and 17 refusals (CONNECTION_REFUSED, stateless).
 #[test]

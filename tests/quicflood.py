@@ -15,6 +15,11 @@ Usage:
       Completes one handshake (ALPN h3), then stays silent for WAIT seconds (longer than
       the server's idle timeout, so that the server forgets the connection) and sends a
       PING on it: the server answers with a stateless reset. stdout: {"handshake": true}.
+  quicflood.py amp HOST PORT SECONDS
+      Sends one real client Initial from one socket and never answers; counts what comes
+      back within SECONDS (the server's first flight and its retransmissions), to check
+      the 3x amplification limit before validation (RFC 9000 §8.1).
+      stdout: {"sent": BYTES, "received": BYTES, "datagrams": N}.
   quicflood.py vn HOST PORT
       Sends one 1,200-byte Initial of an unknown version (0x0a0a0a0a, reserved for
       negotiation): the server answers with Version Negotiation. stdout: {"sent": 1}.
@@ -90,6 +95,25 @@ def main():
         flood(host, port, int(sys.argv[4]), int(sys.argv[5]))
     elif mode == "reset":
         reset(host, port, sys.argv[4], min(float(sys.argv[5]), 10.0))
+    elif mode == "amp":
+        config = QuicConfiguration(is_client=True, alpn_protocols=["h3"], server_name="localhost")
+        conn = QuicConnection(configuration=config)
+        conn.connect((host, port), now=time.time())
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sent = 0
+        for data, _ in conn.datagrams_to_send(now=time.time()):
+            s.sendto(data, (host, port))
+            sent += len(data)
+        received, n = 0, 0
+        deadline = time.time() + min(float(sys.argv[4]), 10.0)
+        while (left := deadline - time.time()) > 0:
+            s.settimeout(left)
+            try:
+                received += len(s.recv(65536))
+                n += 1
+            except socket.timeout:
+                break
+        print(json.dumps({"sent": sent, "received": received, "datagrams": n}))
     elif mode == "vn":
         cids = bytes([8]) + bytes(range(8)) + bytes([8]) + bytes(range(8, 16))
         data = bytes([0xC0]) + bytes.fromhex("0a0a0a0a") + cids
