@@ -71,6 +71,9 @@ const SEND_WINDOW: u64 = 1024 * 1024;
 /// heads; bodies are not accepted by a static server).
 const STREAM_WINDOW: u32 = 64 * 1024;
 const CONN_WINDOW: u32 = 256 * 1024;
+/// The most payload one `sendmsg` may carry: the kernel refuses (`EMSGSIZE`) a send whose
+/// UDP datagram, GSO batch or not, is longer than 65,535 bytes with its IPv4 and UDP headers.
+const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
 /// Datagrams read per socket per wake-up before the other sockets and the TCP side get
 /// their turn (the rest is read on the next turn: the socket is put back on the ready list).
 const READ_BUDGET: usize = 256;
@@ -244,6 +247,13 @@ fn server_config(cfg: &Config, tcp: &rustls::ServerConfig) -> Result<Arc<ServerC
     let mut sc = ServerConfig::with_crypto(Arc::new(crypto));
     sc.transport_config(Arc::new(tc));
     Ok(Arc::new(sc))
+}
+
+/// Datagrams per GSO batch: what the socket takes, as many of `mtu` bytes (quinn-proto's
+/// segment size) as fit in [`MAX_GSO_BYTES`], at least one. With the socket's 64 segments of
+/// 1,452 bytes, a batch would be 92,928 bytes: refused whole, and each of its datagrams lost.
+fn gso_segments(max: usize, mtu: u16) -> usize {
+    max.min(MAX_GSO_BYTES / usize::from(mtu).max(1)).max(1)
 }
 
 /// The limits of new connections from the configuration.
@@ -554,11 +564,12 @@ impl Quic {
                 false
             }
             Err(e) => {
-                // EMSGSIZE: a path MTU probe too large (expected); other errors (an ICMP
-                // error reported on this send, a route gone) lose the datagram, which QUIC
-                // recovers from as from any loss.
-                let expected = [libc::EMSGSIZE, libc::ECONNREFUSED, libc::EHOSTUNREACH, libc::ENETUNREACH];
-                if !e.raw_os_error().is_some_and(|c| expected.contains(&c)) {
+                // EMSGSIZE for one datagram: a path MTU probe too large (expected; for a GSO
+                // batch it is not); other errors (an ICMP error reported on this send, a route
+                // gone) lose the datagram, which QUIC recovers from as from any loss.
+                let probe = t.segment_size.is_none() && e.raw_os_error() == Some(libc::EMSGSIZE);
+                let expected = [libc::ECONNREFUSED, libc::EHOSTUNREACH, libc::ENETUNREACH];
+                if !probe && !e.raw_os_error().is_some_and(|c| expected.contains(&c)) {
                     cx.error(format_args!("http3: udp send to {}: {e}", t.destination));
                 }
                 true
@@ -676,7 +687,7 @@ impl Quic {
                 }
                 return;
             }
-            let segments = s.state.max_gso_segments();
+            let segments = gso_segments(s.state.max_gso_segments(), c.conn.current_mtu());
             self.tbuf.clear();
             let Some(t) = c.conn.poll_transmit(now, segments, &mut self.tbuf) else { return };
             let buf = std::mem::take(&mut self.tbuf);
@@ -780,6 +791,19 @@ mod tests {
 
     fn from_ip(validated: u32, pending: u32) -> Load {
         Load { from_ip: PerIp { validated, pending }, open: (validated + pending) as usize, ..IDLE }
+    }
+
+    #[test]
+    fn gso_batches_fit_in_one_udp_datagram() {
+        assert_eq!(gso_segments(64, 1452), 45);
+        assert_eq!(gso_segments(10, 1452), 10);
+        assert_eq!(gso_segments(1, 1200), 1);
+        assert_eq!(gso_segments(64, 1200), 54);
+        assert_eq!(gso_segments(64, 65_527), 1);
+        for mtu in [1200u16, 1280, 1452, 1500, 9000, 16_384, 65_507] {
+            let n = gso_segments(64, mtu);
+            assert!(n * usize::from(mtu) <= MAX_GSO_BYTES && (n + 1) * usize::from(mtu) > MAX_GSO_BYTES, "{mtu}");
+        }
     }
 
     #[test]
