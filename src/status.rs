@@ -57,6 +57,11 @@ pub struct Http3Counters {
     /// §10.3) and Version Negotiation packets.
     pub stateless_resets: u64,
     pub version_negotiations: u64,
+    /// Of closed connections: QUIC packets sent, those declared lost (their data sent again),
+    /// and congestion events (each loss episode that cut a congestion window).
+    pub packets_sent: u64,
+    pub packets_lost: u64,
+    pub congestion_events: u64,
 }
 
 impl Http3Counters {
@@ -82,6 +87,11 @@ impl Http3Counters {
     /// The gauges.
     fn gauges(&self) -> [(&'static str, u64); 2] {
         [("open", self.open), ("handshaking", self.handshaking)]
+    }
+
+    /// The transport's packets and losses.
+    fn packets(&self) -> [(&'static str, u64); 3] {
+        [("sent", self.packets_sent), ("lost", self.packets_lost), ("congestion_events", self.congestion_events)]
     }
 }
 
@@ -277,6 +287,10 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 for (k, v) in h.refusals() {
                     let _ = write!(t, " {k} {v}");
                 }
+                let _ = write!(t, "\nhttp3_packets:");
+                for (k, v) in h.packets() {
+                    let _ = write!(t, " {k} {v}");
+                }
                 t.push('\n');
             }
             let z = &s.compression;
@@ -357,6 +371,10 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 }
                 t.push_str("},\"http3_refused\":{");
                 for (i, (k, v)) in h.refusals().into_iter().enumerate() {
+                    let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
+                }
+                t.push_str("},\"http3_packets\":{");
+                for (i, (k, v)) in h.packets().into_iter().enumerate() {
                     let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
                 }
                 t.push_str("},");
@@ -495,6 +513,13 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                         "reason",
                         &h.refusals()[..],
                     ),
+                    (
+                        "http3_packets_total",
+                        "counter",
+                        "QUIC packets of closed connections: sent, lost, and congestion events.",
+                        "event",
+                        &h.packets()[..],
+                    ),
                 ] {
                     let rows = labelled(label, rows);
                     let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
@@ -599,6 +624,7 @@ mod tests {
         let h = &mut c.http3;
         (h.open, h.handshaking, h.connections, h.validated, h.retries) = (5, 2, 9, 3, 40);
         (h.refused_full, h.refused_per_ip, h.refused_stopping, h.stateless_resets) = (1, 2, 4, 6);
+        (h.packets_sent, h.packets_lost, h.congestion_events) = (1000, 12, 3);
         let s = Snapshot {
             version: "0",
             pid: 1,
@@ -629,19 +655,22 @@ mod tests {
             text.contains(
                 "http3_connections: open 5 handshaking 2 accepted 9 validated 3 handshakes 0 handshake_failures 0 \
                  refused 7 retries 40 stateless_resets 6 version_negotiations 0\n\
-                 http3_refused: max_connections 1 per_ip 2 stopping 4\n"
+                 http3_refused: max_connections 1 per_ip 2 stopping 4\n\
+                 http3_packets: sent 1000 lost 12 congestion_events 3\n"
             ),
             "{text}"
         );
         let j = out(Format::Json);
         assert!(j.contains("\"http3_connections\":{\"open\":5,\"handshaking\":2,\"accepted\":9,"), "{j}");
         assert!(j.contains("\"http3_refused\":{\"max_connections\":1,\"per_ip\":2,\"stopping\":4},"), "{j}");
+        assert!(j.contains("\"http3_packets\":{\"sent\":1000,\"lost\":12,\"congestion_events\":3},"), "{j}");
         let p = out(Format::Prometheus);
         for line in [
             "# TYPE ferrohttpd_http3_connections gauge\n",
             "ferrohttpd_http3_connections{state=\"handshaking\"} 2\n",
             "ferrohttpd_http3_connections_total{event=\"retries\"} 40\n",
             "ferrohttpd_http3_refused_total{reason=\"per_ip\"} 2\n",
+            "ferrohttpd_http3_packets_total{event=\"lost\"} 12\n",
         ] {
             assert!(p.contains(line), "{line}: {p}");
         }

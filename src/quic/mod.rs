@@ -6,10 +6,10 @@
 //!   listeners (each worker binds its own: the kernel spreads flows by address and port) and
 //!   driven through `quinn-udp`: each wake-up drains the socket with `recvmmsg` into
 //!   [`BATCH`] buffers, each of which GRO may fill with several datagrams of one flow, and
-//!   every transmit of up to `max_gso_segments` datagrams leaves in one `sendmsg` with
-//!   `UDP_SEGMENT` (GSO). A send the socket refuses (`EAGAIN`) is kept and sent when the
-//!   socket turns writable; meanwhile the connections behind it wait, so nothing is dropped
-//!   by us.
+//!   every transmit of up to `max_gso_segments` datagrams, and no more than fit in one UDP
+//!   datagram ([`MAX_GSO_BYTES`]), leaves in one `sendmsg` with `UDP_SEGMENT` (GSO). A send
+//!   the socket refuses (`EAGAIN`) is kept and sent when the socket turns writable;
+//!   meanwhile the connections behind it wait, so nothing is dropped by us.
 //! * **QUIC.** `quinn-proto`, sans-IO, does the rest: one [`Endpoint`] routes datagrams to
 //!   connections by connection ID, and each [`Connection`] is fed what arrived, polled for
 //!   what to send, for its next deadline and for its application events (the streams).
@@ -29,7 +29,8 @@
 //!   stateless Retries and no connection once the threshold is reached. Before validation
 //!   `quinn-proto` sends at most three times what it received (§8.1). Streams per connection:
 //!   `[http3] max_streams` bidirectional, [`UNI_STREAMS`] unidirectional. Each outcome is
-//!   counted (`status::Http3Counters`), and so are stateless resets.
+//!   counted (`status::Http3Counters`), and so are stateless resets; so are, once a
+//!   connection is gone, its packets sent and lost and its congestion events.
 //! * **HTTP/3** is in `h3.rs`: the glue between the streams and `serve::answer`, over the
 //!   sans-IO HTTP/3 and QPACK layer in `crate::h3`.
 
@@ -636,6 +637,11 @@ impl Quic {
         }
         if c.conn.is_drained() {
             c.h3.lost(cx);
+            let path = c.conn.stats().path;
+            let k = &mut cx.counters.http3;
+            k.packets_sent += path.sent_packets;
+            k.packets_lost += path.lost_packets;
+            k.congestion_events += path.congestion_events;
             let (ip, established, pending) = (c.ip, c.established, c.pending);
             self.conns[key] = None;
             self.open -= 1;
