@@ -5,8 +5,9 @@ Usage: h3migrate.py HOST PORT SNI PATH CONNS REBINDS
 
 Opens CONNS connections at once (aioquic, the client of tests/h3client.py). Each GETs PATH
 REBINDS + 1 times, one after the other; during each of the first REBINDS transfers, once a
-quarter of the body has come, it moves to a new UDP socket (a new source port, as a NAT
-rebinding does: the old socket is closed) and the transfer goes on there. stdout: a JSON
+quarter of the body has come, it stops reading (what arrives meanwhile is lost), moves to a
+new UDP socket (a new source port, as after a NAT rebinding: the old socket is closed) and
+the transfer goes on there. stdout: a JSON
 list, one per connection, of its responses: {"status", "length", "body_hex_sha256",
 "from_port" and "port" (the source ports it started and ended on), "moved_at" (body bytes received when the
 client moved, or null)}; a response that did not end within 5 s has "status": null. A
@@ -28,6 +29,34 @@ from aioquic.quic.configuration import QuicConfiguration  # noqa: E402
 from h3client import Client  # noqa: E402
 
 
+class Mover(Client):
+    """A client that, once a quarter of a response's body has come, stops reading its
+    socket (what arrives is lost, as during a NAT rebinding) until it has moved."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.watch = None
+        self.moving = False
+        self.moved_at = None
+        self.due = asyncio.Event()
+
+    def quic_event_received(self, event):
+        super().quic_event_received(event)
+        if self.watch is None:
+            return
+        r = self.results[self.watch]
+        size = next((int(v) for n, v in r["headers"] if n == "content-length"), None)
+        if size is not None and r["length"] >= size // 4:
+            self.watch = None
+            self.moving = True
+            self.moved_at = r["length"]
+            self.due.set()
+
+    def datagram_received(self, data, addr):
+        if not self.moving:
+            super().datagram_received(data, addr)
+
+
 async def rebind(client):
     """Moves the connection to a new socket on a new port and closes the old one."""
     loop = asyncio.get_running_loop()
@@ -37,6 +66,9 @@ async def rebind(client):
     old = client._transport
     await loop.create_datagram_endpoint(lambda: client, sock=sock)
     old.close()
+    # The client speaks first from its new port (as after a rebinding, its next packet is
+    # what shows the server the new address): a PING, acknowledged by the server.
+    client._quic.send_ping(0)
     client.transmit()
 
 
@@ -45,7 +77,7 @@ async def one(host, port, sni, path, rebinds):
     cfg.verify_mode = ssl.CERT_NONE
     out = []
     try:
-        async with connect(host, port, configuration=cfg, create_protocol=Client) as client:
+        async with connect(host, port, configuration=cfg, create_protocol=Mover) as client:
             for k in range(rebinds + 1):
                 start_port = client._transport.get_extra_info("sockname")[1]
                 sid = client.request({"path": path, "authority": sni})
@@ -54,16 +86,13 @@ async def one(host, port, sni, path, rebinds):
                 moved_at = None
                 try:
                     if k < rebinds:
-                        size = None
-                        while not client.waiters[sid].done():
-                            for n, v in r["headers"]:
-                                if n == "content-length":
-                                    size = int(v)
-                            if size is not None and r["length"] >= size // 4:
-                                moved_at = r["length"]
-                                await rebind(client)
-                                break
-                            await asyncio.sleep(0.002)
+                        client.due.clear()
+                        client.moved_at = None
+                        client.watch = sid
+                        await asyncio.wait_for(client.due.wait(), 5)
+                        await rebind(client)
+                        client.moving = False
+                        moved_at = client.moved_at
                     await asyncio.wait_for(asyncio.shield(client.waiters[sid]), 5)
                 except asyncio.TimeoutError:
                     r["status"] = None
