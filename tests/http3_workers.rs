@@ -113,14 +113,22 @@ fn clients_that_change_port_mid_transfer_keep_their_worker() {
     migrate(&srv, 8, 3);
 }
 
-/// A worker killed and restarted by the parent gets the same socket, so the same number
-/// in the group: connections to every worker are still steered after the restart.
+/// A reload (SIGHUP: the workers keep their sockets) and a worker killed and restarted by
+/// the parent (it gets the same socket, so the same number in the group): connections to
+/// every worker are still steered after both.
 #[test]
-fn steering_survives_a_worker_restart() {
+fn steering_survives_a_reload_and_a_worker_restart() {
     if !have_client() {
         return;
     }
     let srv = start();
+    signal(srv.pid(), "HUP");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while srv.stderr_text().matches("reloaded").count() < WORKERS {
+        assert!(Instant::now() < deadline, "the workers did not reload: {}", srv.stderr_text());
+        sleep(Duration::from_millis(20));
+    }
+    migrate(&srv, 4, 1);
     let before = children_of(srv.pid());
     let victim = before[1];
     signal(victim, "KILL");
