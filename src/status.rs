@@ -30,32 +30,58 @@ pub struct Counters {
     pub http3: Http3Counters,
 }
 
-/// HTTP/3 requests and QUIC connections.
+/// HTTP/3 requests and QUIC connections (see `crate::quic`: the endpoint's defences).
 #[derive(Clone, Debug, Default)]
 pub struct Http3Counters {
     /// Of `requests`, those that came over HTTP/3.
     pub requests: u64,
-    /// QUIC connections accepted, and of them those whose handshake completed.
+    /// Gauges: QUIC connections open now, and of them those whose handshake is in progress.
+    pub open: u64,
+    pub handshaking: u64,
+    /// QUIC connections accepted, of them those whose client address was already validated
+    /// (a Retry or NEW_TOKEN token), and those whose handshake completed.
     pub connections: u64,
+    pub validated: u64,
     pub handshakes: u64,
-    /// New connections that could not be accepted (a bad Initial, a handshake error at once).
+    /// New connections that could not be accepted (a bad Initial or token, a handshake error
+    /// at once).
     pub handshake_failures: u64,
-    /// New connections refused (`max_connections`, or the server stopping).
-    pub refused: u64,
+    /// New connections refused (CONNECTION_REFUSED), by reason: `max_connections`, `[http3]
+    /// max_connections_per_ip`, the server stopping.
+    pub refused_full: u64,
+    pub refused_per_ip: u64,
+    pub refused_stopping: u64,
     /// Retry packets sent (`[http3] retry`).
     pub retries: u64,
+    /// Stateless resets sent (packets for connections this server does not know, RFC 9000
+    /// §10.3) and Version Negotiation packets.
+    pub stateless_resets: u64,
+    pub version_negotiations: u64,
 }
 
 impl Http3Counters {
     /// The connection counters as the status page names them.
-    fn rows(&self) -> [(&'static str, u64); 5] {
+    fn rows(&self) -> [(&'static str, u64); 8] {
         [
             ("accepted", self.connections),
+            ("validated", self.validated),
             ("handshakes", self.handshakes),
             ("handshake_failures", self.handshake_failures),
-            ("refused", self.refused),
+            ("refused", self.refused_full + self.refused_per_ip + self.refused_stopping),
             ("retries", self.retries),
+            ("stateless_resets", self.stateless_resets),
+            ("version_negotiations", self.version_negotiations),
         ]
+    }
+
+    /// The refusals by reason.
+    fn refusals(&self) -> [(&'static str, u64); 3] {
+        [("max_connections", self.refused_full), ("per_ip", self.refused_per_ip), ("stopping", self.refused_stopping)]
+    }
+
+    /// The gauges.
+    fn gauges(&self) -> [(&'static str, u64); 2] {
+        [("open", self.open), ("handshaking", self.handshaking)]
     }
 }
 
@@ -242,8 +268,13 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 t.push('\n');
             }
             if s.http3 {
+                let h = &c.http3;
                 let _ = write!(t, "http3_connections:");
-                for (k, v) in c.http3.rows() {
+                for (k, v) in h.gauges().into_iter().chain(h.rows()) {
+                    let _ = write!(t, " {k} {v}");
+                }
+                let _ = write!(t, "\nhttp3_refused:");
+                for (k, v) in h.refusals() {
                     let _ = write!(t, " {k} {v}");
                 }
                 t.push('\n');
@@ -319,8 +350,13 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 t.push_str("}},");
             }
             if s.http3 {
+                let h = &c.http3;
                 t.push_str("\"http3_connections\":{");
-                for (i, (k, v)) in c.http3.rows().into_iter().enumerate() {
+                for (i, (k, v)) in h.gauges().into_iter().chain(h.rows()).enumerate() {
+                    let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
+                }
+                t.push_str("},\"http3_refused\":{");
+                for (i, (k, v)) in h.refusals().into_iter().enumerate() {
                     let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
                 }
                 t.push_str("},");
@@ -445,10 +481,25 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 metric("tls_handshake_failures_total", "counter", "TLS handshakes that failed, by kind.", &rows);
             }
             if s.http3 {
-                let rows: Vec<(String, u64)> =
-                    c.http3.rows().iter().map(|(k, v)| (format!("{{event=\"{k}\"}}"), *v)).collect();
-                let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
-                metric("http3_connections_total", "counter", "QUIC connections, by event.", &rows);
+                let h = &c.http3;
+                let labelled = |label: &str, rows: &[(&str, u64)]| -> Vec<(String, u64)> {
+                    rows.iter().map(|(k, v)| (format!("{{{label}=\"{k}\"}}"), *v)).collect()
+                };
+                for (name, kind, help, label, rows) in [
+                    ("http3_connections", "gauge", "QUIC connections now, by state.", "state", &h.gauges()[..]),
+                    ("http3_connections_total", "counter", "QUIC connections, by event.", "event", &h.rows()[..]),
+                    (
+                        "http3_refused_total",
+                        "counter",
+                        "New QUIC connections refused, by reason.",
+                        "reason",
+                        &h.refusals()[..],
+                    ),
+                ] {
+                    let rows = labelled(label, rows);
+                    let rows: Vec<(&str, u64)> = rows.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+                    metric(name, kind, help, &rows);
+                }
             }
             let z = &s.compression;
             metric("compressed_total", "counter", "Variants compressed on demand.", &[("", z.compressed)]);
@@ -535,8 +586,64 @@ mod tests {
                 && text.contains("tls_handshakes: tls1.3 7 tls1.2 0 resumed 0"),
             "{text}"
         );
+        assert!(!text.contains("http3_connections"), "{text}");
         assert_eq!(Format::from_query(Some("json")), Format::Json);
         assert_eq!(Format::from_query(Some("a=1&format=prometheus")), Format::Prometheus);
         assert_eq!(Format::from_query(None), Format::Text);
+    }
+
+    /// The QUIC counters in the three formats, gauges apart from counters, refusals by reason.
+    #[test]
+    fn http3_counters() {
+        let mut c = Counters::default();
+        let h = &mut c.http3;
+        (h.open, h.handshaking, h.connections, h.validated, h.retries) = (5, 2, 9, 3, 40);
+        (h.refused_full, h.refused_per_ip, h.refused_stopping, h.stateless_resets) = (1, 2, 4, 6);
+        let s = Snapshot {
+            version: "0",
+            pid: 1,
+            uptime_secs: 3,
+            started_unix: 0,
+            conns: ConnStates::default(),
+            counters: &c,
+            cache_hits: 0,
+            cache_misses: 0,
+            cache_entries: 0,
+            cache_bytes: 0,
+            auth_verifications: 0,
+            compression: Compression::default(),
+            config_file: "",
+            config_loaded: "",
+            tls: true,
+            http3: true,
+            deferring: false,
+            certificates: Vec::new(),
+        };
+        let out = |f| {
+            let mut out = Vec::new();
+            render(&s, f, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let text = out(Format::Text);
+        assert!(
+            text.contains(
+                "http3_connections: open 5 handshaking 2 accepted 9 validated 3 handshakes 0 handshake_failures 0 \
+                 refused 7 retries 40 stateless_resets 6 version_negotiations 0\n\
+                 http3_refused: max_connections 1 per_ip 2 stopping 4\n"
+            ),
+            "{text}"
+        );
+        let j = out(Format::Json);
+        assert!(j.contains("\"http3_connections\":{\"open\":5,\"handshaking\":2,\"accepted\":9,"), "{j}");
+        assert!(j.contains("\"http3_refused\":{\"max_connections\":1,\"per_ip\":2,\"stopping\":4},"), "{j}");
+        let p = out(Format::Prometheus);
+        for line in [
+            "# TYPE ferrohttpd_http3_connections gauge\n",
+            "ferrohttpd_http3_connections{state=\"handshaking\"} 2\n",
+            "ferrohttpd_http3_connections_total{event=\"retries\"} 40\n",
+            "ferrohttpd_http3_refused_total{reason=\"per_ip\"} 2\n",
+        ] {
+            assert!(p.contains(line), "{line}: {p}");
+        }
     }
 }

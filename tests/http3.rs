@@ -208,7 +208,8 @@ fn get_head_range_conditional_byte_exact() {
         assert!(log.iter().any(|l| l.contains("\"HEAD /big.bin HTTP/3.0\" 200 0")), "{log:?}");
         let status = srv.get("/.status");
         assert!(status.body_text().contains("requests_http3: 8\n"), "{}", status.body_text());
-        assert!(status.body_text().contains("http3_connections: accepted 2 handshakes 2"), "{}", status.body_text());
+        let st = h3_status(&srv);
+        assert_eq!((st["accepted"], st["handshakes"], st["open"]), (2, 2, 0), "{st:?}");
     }
 }
 
@@ -298,8 +299,8 @@ fn retry_always_validates_then_serves() {
     let srv = h3_server("retry = \"always\"\n", |_, _| {});
     let r = h3(&srv, "localhost", &[("GET", "/file.txt", "localhost", &[])]).unwrap();
     assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
-    let status = srv.get("/.status");
-    assert!(status.body_text().contains("retries 1\n"), "{}", status.body_text());
+    let st = h3_status(&srv);
+    assert_eq!((st["retries"], st["validated"], st["accepted"]), (1, 1, 1), "{st:?}");
 }
 
 /// A response the client stops part way (STOP_SENDING) is reset, logged with the bytes
@@ -363,4 +364,199 @@ fn urgent_response_goes_first() {
     let big = sha256(&pseudo_random_bytes(BIG, 2));
     assert!(r.iter().all(|r| r.status == 200 && r.sha256 == big));
     assert_eq!((r[1].order, r[0].order), (0, 1), "the urgent response ended first");
+}
+
+/// The status page's QUIC counters: `http3_connections` by name, `http3_refused` as
+/// `refused.REASON`.
+fn h3_status(srv: &Server) -> std::collections::HashMap<String, u64> {
+    let text = srv.get("/.status").body_text();
+    let mut got = std::collections::HashMap::new();
+    for (line, prefix) in [("http3_connections:", ""), ("http3_refused:", "refused.")] {
+        let l = text.lines().find_map(|l| l.strip_prefix(line)).unwrap_or_else(|| panic!("no {line} in {text}"));
+        let words: Vec<&str> = l.split_whitespace().collect();
+        for kv in words.chunks(2) {
+            got.insert(format!("{prefix}{}", kv[0]), kv[1].parse().unwrap());
+        }
+    }
+    got
+}
+
+/// Runs `tests/quicflood.py` with `args` (bounded by itself).
+fn quicflood(args: &[&str]) -> Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/quicflood.py");
+    Command::new("python3").arg(script).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+fn finish(child: Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "quicflood: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits (≤ 10 s) until the status page's counter `key` satisfies `f`; the last counters.
+fn wait_h3_status(srv: &Server, key: &str, f: impl Fn(u64) -> bool) -> std::collections::HashMap<String, u64> {
+    let mut st = h3_status(srv);
+    for _ in 0..100 {
+        if f(st[key]) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        st = h3_status(srv);
+    }
+    st
+}
+
+/// A flood of 2,000 real client Initials (each its own connection, from a new source port,
+/// over 50 source addresses) against the defaults (`retry = "under_load"`,
+/// `retry_threshold = 128`): a client before the flood gets no Retry; past 128 handshakes in
+/// progress every new Initial gets a stateless Retry instead of a connection, so memory
+/// stays bounded (a few MiB; `retry = "never"` keeps a connection for each of the 2,000);
+/// a real client is served during and after the flood (after a Retry), and once the
+/// flood's handshakes time out every connection is gone.
+#[test]
+fn initial_flood_gets_retries_and_spares_a_real_client() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("idle_timeout = \"3s\"\n", |_, _| {});
+    let get = [("GET", "/file.txt", "localhost", &[][..])];
+    let r = h3(&srv, "localhost", &get).unwrap();
+    assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
+    let st = h3_status(&srv);
+    assert_eq!((st["accepted"], st["retries"], st["validated"]), (1, 0, 0), "no Retry below the threshold: {st:?}");
+    let rss = srv.status_kb("VmRSS");
+    let port = srv.tls_addr().port().to_string();
+    let mut flood = quicflood(&["flood", "127.0.0.1", &port, "2000", "50"]);
+    let mut start = String::new();
+    let mut out = std::io::BufReader::new(flood.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut start).unwrap();
+    assert_eq!(start, "start\n");
+    std::thread::sleep(Duration::from_millis(300));
+    let during = h3(&srv, "localhost", &get);
+    let mut sent = String::new();
+    std::io::Read::read_to_string(&mut out, &mut sent).unwrap();
+    assert!(flood.wait().unwrap().success());
+    let after = h3(&srv, "localhost", &get).unwrap();
+    let grown = srv.status_kb("VmRSS").saturating_sub(rss);
+    let st = h3_status(&srv);
+    eprintln!("flood: {sent}; status {st:?}; VmRSS +{grown} kB");
+    assert_eq!((after[0].status, &after[0].sha256), (200, &sha256(FILE_TXT)), "served after the flood");
+    let during = during.unwrap();
+    assert_eq!(during[0].status, 200, "served during the flood");
+    assert!(st["handshaking"] <= 128 && st["accepted"] <= 128 + 3, "handshakes bounded: {st:?}");
+    assert!(st["retries"] >= 500, "the flood got Retries: {st:?}");
+    assert_eq!(st["validated"], 2, "both real clients came back validated: {st:?}");
+    assert_eq!(st["refused"], 0, "{st:?}");
+    assert!(grown < 16 * 1024, "VmRSS grew by {grown} kB");
+    // The flood's handshakes time out (idle_timeout 3 s): nothing is left.
+    let st = wait_h3_status(&srv, "open", |n| n == 0);
+    assert_eq!((st["open"], st["handshaking"]), (0, 0), "{st:?}");
+}
+
+/// `max_connections_per_ip`: a third connection from 127.0.0.1 is refused while two are
+/// open (`retry = "never"`: no Retry is ever sent); other addresses are not affected.
+#[test]
+fn connections_per_address_are_limited() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("retry = \"never\"\nmax_connections_per_ip = 2\n", |_, _| {});
+    let get = [("GET", "/file.txt", "localhost", &[][..])];
+    let held: Vec<Child> = (0..2).map(|_| spawn_client(&srv, "localhost", &get, Some(4)).unwrap()).collect();
+    let st = wait_h3_status(&srv, "handshakes", |n| n == 2);
+    assert_eq!(st["open"], 2, "{st:?}");
+    let third = h3(&srv, "localhost", &get);
+    assert!(third.is_err(), "a third connection from the address: {:?}", third.map(|r| r[0].status));
+    let port = srv.tls_addr().port().to_string();
+    finish(quicflood(&["flood", "127.0.0.1", &port, "6", "3"]));
+    let st = wait_h3_status(&srv, "accepted", |n| n >= 8);
+    assert_eq!(st["refused.per_ip"], 1, "{st:?}");
+    assert_eq!((st["accepted"], st["retries"], st["refused"]), (8, 0, 1), "two from each other address: {st:?}");
+    for c in held {
+        assert_eq!(collect(c).unwrap()[0].status, 200);
+    }
+}
+
+/// Initials forged in a client's name (handshakes that never finish) do not lock it out:
+/// past `max_connections_per_ip` pending handshakes from its address, a new attempt gets a
+/// Retry instead of a refusal, and comes back validated, counted against the address's
+/// validated connections only.
+#[test]
+fn forged_initials_do_not_lock_an_address_out() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("max_connections_per_ip = 4\n", |_, _| {});
+    let port = srv.tls_addr().port().to_string();
+    finish(quicflood(&["flood", "127.0.0.1", &port, "10", "0"]));
+    let st = wait_h3_status(&srv, "retries", |n| n >= 6);
+    assert_eq!((st["accepted"], st["handshaking"], st["retries"]), (4, 4, 6), "{st:?}");
+    let r = h3(&srv, "localhost", &[("GET", "/file.txt", "localhost", &[])]).unwrap();
+    assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
+    let st = h3_status(&srv);
+    assert_eq!((st["accepted"], st["validated"], st["retries"], st["refused"]), (5, 1, 7, 0), "{st:?}");
+}
+
+/// Before a client's address is validated the server sends at most three times what it
+/// received (RFC 9000 §8.1), even when its first flight is larger (a certificate chain of
+/// about 5 KB here) and across its retransmissions: the client sends one Initial and never
+/// answers.
+#[test]
+fn amplification_limit_before_validation() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("retry = \"never\"\nidle_timeout = \"2s\"\n", |dir, _| {
+        let crt = dir.join("localhost.crt");
+        let pem = std::fs::read_to_string(&crt).unwrap();
+        std::fs::write(&crt, pem.repeat(12)).unwrap();
+    });
+    let port = srv.tls_addr().port().to_string();
+    let out = finish(quicflood(&["amp", "127.0.0.1", &port, "2.5"]));
+    let v = json::parse_json(&out).unwrap();
+    let (sent, received) = (v.num(&["sent"]).unwrap(), v.num(&["received"]).unwrap());
+    eprintln!("amplification: {out}");
+    assert!(received <= 3.0 * sent, "{out}");
+    assert!(received >= 2.0 * sent, "the flight is cut at the limit, not smaller: {out}");
+    assert_eq!(h3_status(&srv)["handshakes"], 0);
+}
+
+/// `[server] max_connections` bounds the QUIC connections: a flood of 20 Initials from 20
+/// addresses gets 3 connections and 17 refusals (CONNECTION_REFUSED, stateless).
+#[test]
+fn connections_past_max_connections_are_refused() {
+    if !have_client() {
+        return;
+    }
+    let srv = Server::builder()
+        .setup(|dir, _| proto::make_localhost_cert(dir))
+        .raw_config(
+            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{root}\"\nmax_connections = 3\n\
+             [log]\nerror = \"-\"\n[status]\nenabled = true\n\
+             [tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"\n\
+             [http3]\nenabled = true\nretry = \"never\"\n",
+        )
+        .start();
+    let port = srv.tls_addr().port().to_string();
+    finish(quicflood(&["flood", "127.0.0.1", &port, "20", "20"]));
+    let st = wait_h3_status(&srv, "refused.max_connections", |n| n >= 17);
+    assert_eq!((st["accepted"], st["refused.max_connections"], st["retries"]), (3, 17, 0), "{st:?}");
+}
+
+/// A packet for a connection the server has forgotten (timed out) gets a stateless reset,
+/// and an Initial of an unknown version Version Negotiation, each counted.
+#[test]
+fn stateless_reset_and_version_negotiation_are_counted() {
+    if !have_client() {
+        return;
+    }
+    let srv = h3_server("idle_timeout = \"1s\"\n", |_, _| {});
+    let port = srv.tls_addr().port().to_string();
+    let out = finish(quicflood(&["reset", "127.0.0.1", &port, "localhost", "3"]));
+    assert!(out.contains("\"handshake\": true"), "{out}");
+    let st = wait_h3_status(&srv, "stateless_resets", |n| n >= 1);
+    assert_eq!((st["stateless_resets"], st["handshakes"], st["open"]), (1, 1, 0), "{st:?}");
+    finish(quicflood(&["vn", "127.0.0.1", &port]));
+    let st = wait_h3_status(&srv, "version_negotiations", |n| n >= 1);
+    assert_eq!((st["version_negotiations"], st["handshake_failures"], st["accepted"]), (1, 0, 1), "{st:?}");
 }

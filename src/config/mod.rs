@@ -205,6 +205,11 @@ pub struct Http3Settings {
     pub alt_svc: bool,
     /// Address validation of new connections with a Retry round trip.
     pub retry: Http3Retry,
+    /// With `retry = "under_load"`: the handshakes in progress from which new connections
+    /// from addresses not yet validated get a Retry.
+    pub retry_threshold: u32,
+    /// QUIC connections one client address may have open (per worker); 0: no limit.
+    pub max_connections_per_ip: u32,
 }
 
 /// `[http3] retry`: when a new connection's address is validated with a Retry packet (RFC
@@ -216,6 +221,10 @@ pub enum Http3Retry {
     Never,
     /// Every new connection: one round trip more, no state kept for unvalidated addresses.
     Always,
+    /// Only while `retry_threshold` or more handshakes are in progress (the default; as
+    /// quic-go, Caddy's QUIC, does): below it, as `Never`; above it, as `Always`, so that a
+    /// flood of Initials from forged addresses costs no state and no handshake work.
+    UnderLoad,
 }
 
 impl Default for Http3Settings {
@@ -226,7 +235,9 @@ impl Default for Http3Settings {
             max_streams: 100,
             idle_timeout: Duration::from_secs(30),
             alt_svc: true,
-            retry: Http3Retry::Never,
+            retry: Http3Retry::UnderLoad,
+            retry_threshold: 128,
+            max_connections_per_ip: 64,
         }
     }
 }

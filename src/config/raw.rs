@@ -53,6 +53,8 @@ struct RawHttp3 {
     idle_timeout: S<RawDuration>,
     alt_svc: S<bool>,
     retry: S<String>,
+    retry_threshold: S<i64>,
+    max_connections_per_ip: S<i64>,
 }
 
 #[derive(Deserialize)]
@@ -1136,8 +1138,15 @@ impl Ctx<'_> {
             c.retry = match v.get_ref().as_str() {
                 "never" => crate::config::Http3Retry::Never,
                 "always" => crate::config::Http3Retry::Always,
-                _ => return self.err("http3.retry", v.span(), "must be \"never\" or \"always\""),
+                "under_load" => crate::config::Http3Retry::UnderLoad,
+                _ => return self.err("http3.retry", v.span(), "must be \"never\", \"always\" or \"under_load\""),
             };
+        }
+        if let Some(v) = h.retry_threshold {
+            c.retry_threshold = self.int("http3.retry_threshold", &v, 1, 1_000_000)?;
+        }
+        if let Some(v) = h.max_connections_per_ip {
+            c.max_connections_per_ip = self.int("http3.max_connections_per_ip", &v, 0, 10_000_000)?;
         }
         if let Some(v) = h.enabled {
             c.enabled = *v.get_ref();
@@ -1729,15 +1738,27 @@ mod tests {
         let d = load("").unwrap().http3;
         assert_eq!(d, crate::config::Http3Settings::default());
         assert!(!d.enabled && d.alt_svc && d.max_streams == 100);
+        assert_eq!(
+            (d.retry, d.retry_threshold, d.max_connections_per_ip),
+            (crate::config::Http3Retry::UnderLoad, 128, 64)
+        );
         let c = load(
-            "[http3]\nlisten = [\"127.0.0.1:9443\"]\nmax_streams = 10\nidle_timeout = \"5s\"\nalt_svc = false\nretry = \"always\"\n",
+            "[http3]\nlisten = [\"127.0.0.1:9443\"]\nmax_streams = 10\nidle_timeout = \"5s\"\nalt_svc = false\nretry = \"always\"\n\
+             retry_threshold = 5\nmax_connections_per_ip = 0\n",
         )
         .unwrap()
         .http3;
         assert_eq!(c.listen, vec!["127.0.0.1:9443".parse().unwrap()]);
         assert_eq!((c.max_streams, c.idle_timeout, c.alt_svc), (10, Duration::from_secs(5), false));
-        assert_eq!(c.retry, crate::config::Http3Retry::Always);
+        assert_eq!((c.retry, c.retry_threshold, c.max_connections_per_ip), (crate::config::Http3Retry::Always, 5, 0));
+        for (v, want) in
+            [("never", crate::config::Http3Retry::Never), ("under_load", crate::config::Http3Retry::UnderLoad)]
+        {
+            assert_eq!(load(&format!("[http3]\nretry = \"{v}\"\n")).unwrap().http3.retry, want);
+        }
         for (bad, key) in [
+            ("retry_threshold = 0", "http3.retry_threshold"),
+            ("max_connections_per_ip = -1", "http3.max_connections_per_ip"),
             ("max_streams = 0", "http3.max_streams"),
             ("max_streams = 1001", "http3.max_streams"),
             ("retry = \"sometimes\"", "http3.retry"),

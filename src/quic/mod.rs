@@ -19,11 +19,17 @@
 //!   configuration of its own: TLS 1.3 only, ALPN `h3`, no early data (0-RTT is refused:
 //!   nothing a client sends before the handshake completes can be replayed), the same session
 //!   tickets.
-//! * **Defences.** Address validation with Retry per `[http3] retry`; before validation
-//!   `quinn-proto` sends at most three times what it received (RFC 9000 §8.1). New
-//!   connections are refused (CONNECTION_CLOSE, CONNECTION_REFUSED) past
-//!   `max_connections` or once the server is stopping. Streams per connection: `[http3]
-//!   max_streams` bidirectional, [`UNI_STREAMS`] unidirectional.
+//! * **Defences.** Each new connection attempt (an Initial no connection knows) is decided
+//!   at once by [`admit`], before any handshake work or state: refused (CONNECTION_CLOSE
+//!   with CONNECTION_REFUSED, stateless) once the server is stopping, past
+//!   `max_connections` QUIC connections or past `[http3] max_connections_per_ip` from its
+//!   address; else, from an address not yet validated, sent a Retry (RFC 9000 §8.1.2) per
+//!   `[http3] retry`: never, always, or `under_load`, only while `retry_threshold` or more
+//!   handshakes are in progress, so that a flood of Initials from forged addresses gets
+//!   stateless Retries and no connection once the threshold is reached. Before validation
+//!   `quinn-proto` sends at most three times what it received (§8.1). Streams per connection:
+//!   `[http3] max_streams` bidirectional, [`UNI_STREAMS`] unidirectional. Each outcome is
+//!   counted (`status::Http3Counters`), and so are stateless resets.
 //! * **HTTP/3** is in `h3.rs`: the glue between the streams and `serve::answer`, over the
 //!   sans-IO HTTP/3 and QPACK layer in `crate::h3`.
 
@@ -32,7 +38,7 @@ mod h3;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,6 +101,92 @@ struct QConn {
     timeout: Option<Instant>,
     /// It is on its socket's waiting list.
     waiting: bool,
+    /// The client address it counts against `[http3] max_connections_per_ip`.
+    ip: IpAddr,
+    /// Its handshake is done (it no longer counts as in progress).
+    established: bool,
+    /// It counts as pending for its address: accepted before its address was validated,
+    /// and its handshake is not done.
+    pending: bool,
+}
+
+/// An address's open connections: those whose address is validated (a token, or the
+/// handshake done) and those still pending.
+#[derive(Clone, Copy, Debug, Default)]
+struct PerIp {
+    validated: u32,
+    pending: u32,
+}
+
+/// What is done with a new connection attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Accept,
+    Retry,
+    Refuse(Refusal),
+}
+
+/// Why a new connection is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    Stopping,
+    Full,
+    PerIp,
+}
+
+/// The limits a new connection attempt is decided by.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    retry: Http3Retry,
+    /// Handshakes in progress from which `Http3Retry::UnderLoad` sends Retries.
+    retry_threshold: usize,
+    max_connections: usize,
+    /// Connections per client address; 0: no limit.
+    per_ip: u32,
+}
+
+/// The endpoint's state a new connection attempt is decided by.
+#[derive(Clone, Copy, Debug)]
+struct Load {
+    stopping: bool,
+    open: usize,
+    handshaking: usize,
+    /// Connections open from the attempt's address.
+    from_ip: PerIp,
+}
+
+/// Decides a new connection attempt: `validated`, its address was validated (a Retry or
+/// NEW_TOKEN token); `may_retry`, it did not already come after a Retry. Refusals for the
+/// whole endpoint come first (stateless as a Retry is, and final), then the Retry policy.
+/// The per-address limit counts, for a validated attempt, only the address's validated
+/// connections; for one not validated, its pending handshakes too, and past the limit it
+/// gets a Retry rather than a refusal (unless `retry = "never"`): Initials forged in a
+/// victim's name (pending handshakes that never finish) cannot lock the victim out, whose
+/// next attempt comes back validated.
+fn admit(lim: &Limits, load: &Load, validated: bool, may_retry: bool) -> Verdict {
+    if load.stopping {
+        return Verdict::Refuse(Refusal::Stopping);
+    }
+    if load.open >= lim.max_connections {
+        return Verdict::Refuse(Refusal::Full);
+    }
+    let retry = match lim.retry {
+        Http3Retry::Never => false,
+        Http3Retry::Always => true,
+        Http3Retry::UnderLoad => load.handshaking >= lim.retry_threshold,
+    };
+    if retry && !validated && may_retry {
+        return Verdict::Retry;
+    }
+    let PerIp { validated: v, pending: p } = load.from_ip;
+    let mine = if validated { v } else { v + p };
+    if lim.per_ip > 0 && mine >= lim.per_ip {
+        if !validated && may_retry && lim.retry != Http3Retry::Never {
+            return Verdict::Retry;
+        }
+        return Verdict::Refuse(Refusal::PerIp);
+    }
+    Verdict::Accept
 }
 
 /// The QUIC endpoint: sockets, connections, deadlines. See the module docs.
@@ -105,11 +197,15 @@ pub(crate) struct Quic {
     /// Connections by `ConnectionHandle` index.
     conns: Vec<Option<QConn>>,
     open: usize,
+    /// Of them, those whose handshake is in progress.
+    handshaking: usize,
+    /// Open connections by client address (every one, whatever the limit, so that a reload
+    /// may change it).
+    per_ip: HashMap<IpAddr, PerIp>,
     deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
     /// The deadline last handed to the server's timer heap.
     armed: Option<Instant>,
-    retry: Http3Retry,
-    max_connections: usize,
+    limits: Limits,
     rbuf: Vec<u8>,
     tbuf: Vec<u8>,
     /// Paused requests by the verification job they wait for: (connection, stream).
@@ -150,6 +246,17 @@ fn server_config(cfg: &Config, tcp: &rustls::ServerConfig) -> Result<Arc<ServerC
     Ok(Arc::new(sc))
 }
 
+/// The limits of new connections from the configuration.
+fn limits(cfg: &Config) -> Limits {
+    let h = &cfg.http3;
+    Limits {
+        retry: h.retry,
+        retry_threshold: h.retry_threshold as usize,
+        max_connections: cfg.max_connections,
+        per_ip: h.max_connections_per_ip,
+    }
+}
+
 /// A UDP socket bound for QUIC: non-blocking, `SO_REUSEPORT` (one per worker), IPv6 only
 /// for an IPv6 address (as the TCP listeners).
 fn bind_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
@@ -188,10 +295,11 @@ impl Quic {
             server,
             conns: Vec::new(),
             open: 0,
+            handshaking: 0,
+            per_ip: HashMap::new(),
             deadlines: BinaryHeap::new(),
             armed: None,
-            retry: cfg.http3.retry,
-            max_connections: cfg.max_connections,
+            limits: limits(cfg),
             rbuf: vec![0; BATCH * RBUF],
             tbuf: Vec::new(),
             waiters: HashMap::new(),
@@ -227,8 +335,7 @@ impl Quic {
         let server = server_config(cfg, tcp)?;
         self.endpoint.set_server_config(Some(Arc::clone(&server)));
         self.server = server;
-        self.retry = cfg.http3.retry;
-        self.max_connections = cfg.max_connections;
+        self.limits = limits(cfg);
         Ok(())
     }
 
@@ -329,31 +436,54 @@ impl Quic {
                 }
             }
             Some(DatagramEvent::Response(t)) => {
+                // A short header: a stateless reset; a long one with version 0: Version
+                // Negotiation; else an Initial's CONNECTION_CLOSE (a bad token or Initial).
+                let c = &mut cx.counters.http3;
+                match self.tbuf.as_slice() {
+                    [b, ..] if b & 0x80 == 0 => c.stateless_resets += 1,
+                    [_, 0, 0, 0, 0, ..] => c.version_negotiations += 1,
+                    _ => c.handshake_failures += 1,
+                }
                 let buf = std::mem::take(&mut self.tbuf);
                 self.send(i, t, &buf, cx);
                 self.tbuf = buf;
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
-                let full = self.open >= self.max_connections;
-                if self.stopping || full {
-                    cx.counters.http3.refused += 1;
-                    let t = self.endpoint.refuse(incoming, &mut self.tbuf);
-                    let buf = std::mem::take(&mut self.tbuf);
-                    self.send(i, t, &buf, cx);
-                    self.tbuf = buf;
-                    return;
-                }
-                if self.retry == Http3Retry::Always && !incoming.remote_address_validated() && incoming.may_retry() {
-                    cx.counters.http3.retries += 1;
-                    match self.endpoint.retry(incoming, &mut self.tbuf) {
-                        Ok(t) => {
-                            let buf = std::mem::take(&mut self.tbuf);
-                            self.send(i, t, &buf, cx);
-                            self.tbuf = buf;
-                        }
-                        Err(e) => self.endpoint.ignore(e.into_incoming()),
+                let ip = from.ip().to_canonical();
+                let load = Load {
+                    stopping: self.stopping,
+                    open: self.open,
+                    handshaking: self.handshaking,
+                    from_ip: self.per_ip.get(&ip).copied().unwrap_or_default(),
+                };
+                let validated = incoming.remote_address_validated();
+                let c = &mut cx.counters.http3;
+                match admit(&self.limits, &load, validated, incoming.may_retry()) {
+                    Verdict::Refuse(why) => {
+                        *match why {
+                            Refusal::Stopping => &mut c.refused_stopping,
+                            Refusal::Full => &mut c.refused_full,
+                            Refusal::PerIp => &mut c.refused_per_ip,
+                        } += 1;
+                        let t = self.endpoint.refuse(incoming, &mut self.tbuf);
+                        let buf = std::mem::take(&mut self.tbuf);
+                        self.send(i, t, &buf, cx);
+                        self.tbuf = buf;
+                        return;
                     }
-                    return;
+                    Verdict::Retry => {
+                        match self.endpoint.retry(incoming, &mut self.tbuf) {
+                            Ok(t) => {
+                                c.retries += 1;
+                                let buf = std::mem::take(&mut self.tbuf);
+                                self.send(i, t, &buf, cx);
+                                self.tbuf = buf;
+                            }
+                            Err(e) => self.endpoint.ignore(e.into_incoming()),
+                        }
+                        return;
+                    }
+                    Verdict::Accept => {}
                 }
                 let fd = self.socks[i].sock.as_raw_fd();
                 match self.endpoint.accept(incoming, now, &mut self.tbuf, Some(Arc::clone(&self.server))) {
@@ -367,9 +497,18 @@ impl Quic {
                             h3: h3::H3Conn::new(fd, from.ip()),
                             timeout: None,
                             waiting: false,
+                            ip,
+                            established: false,
+                            pending: !validated,
                         });
                         self.open += 1;
-                        cx.counters.http3.connections += 1;
+                        self.handshaking += 1;
+                        let n = self.per_ip.entry(ip).or_default();
+                        *if validated { &mut n.validated } else { &mut n.pending } += 1;
+                        let c = &mut cx.counters.http3;
+                        c.connections += 1;
+                        c.validated += u64::from(validated);
+                        self.gauges(cx);
                         touched.push(ch.0);
                     }
                     Err(e) => {
@@ -384,6 +523,13 @@ impl Quic {
             }
             None => {}
         }
+    }
+
+    /// Puts the open and handshaking connections on the status page.
+    fn gauges(&self, cx: &mut Ctx) {
+        let c = &mut cx.counters.http3;
+        c.open = self.open as u64;
+        c.handshaking = self.handshaking as u64;
     }
 
     /// Sends one transmit on socket `i`; a refused one is kept for when the socket turns
@@ -445,6 +591,17 @@ impl Quic {
             match ev {
                 Event::Connected => {
                     cx.counters.http3.handshakes += 1;
+                    if !c.established {
+                        c.established = true;
+                        self.handshaking -= 1;
+                        cx.counters.http3.handshaking = self.handshaking as u64;
+                    }
+                    // The handshake validated the address (RFC 9000 §8.1).
+                    if std::mem::take(&mut c.pending) {
+                        let n = self.per_ip.entry(c.ip).or_default();
+                        n.pending = n.pending.saturating_sub(1);
+                        n.validated += 1;
+                    }
                     c.h3.start(&mut c.conn, stopping);
                 }
                 Event::ConnectionLost { .. } => c.h3.lost(cx),
@@ -468,8 +625,18 @@ impl Quic {
         }
         if c.conn.is_drained() {
             c.h3.lost(cx);
+            let (ip, established, pending) = (c.ip, c.established, c.pending);
             self.conns[key] = None;
             self.open -= 1;
+            self.handshaking -= usize::from(!established);
+            if let Some(n) = self.per_ip.get_mut(&ip) {
+                let count = if pending { &mut n.pending } else { &mut n.validated };
+                *count = count.saturating_sub(1);
+                if n.validated + n.pending == 0 {
+                    self.per_ip.remove(&ip);
+                }
+            }
+            self.gauges(cx);
             return;
         }
         let t = match (c.conn.poll_timeout(), c.h3.wake) {
@@ -594,5 +761,61 @@ impl Quic {
                 self.flush(key, cx);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: Limits = Limits { retry: Http3Retry::UnderLoad, retry_threshold: 4, max_connections: 10, per_ip: 2 };
+    const IDLE: Load = Load { stopping: false, open: 0, handshaking: 0, from_ip: PerIp { validated: 0, pending: 0 } };
+
+    fn from_ip(validated: u32, pending: u32) -> Load {
+        Load { from_ip: PerIp { validated, pending }, open: (validated + pending) as usize, ..IDLE }
+    }
+
+    #[test]
+    fn retry_policies() {
+        let busy = Load { handshaking: 4, open: 4, ..IDLE };
+        let below = Load { handshaking: 3, open: 3, ..IDLE };
+        for (retry, load, want) in [
+            (Http3Retry::Never, busy, Verdict::Accept),
+            (Http3Retry::Always, IDLE, Verdict::Retry),
+            (Http3Retry::UnderLoad, below, Verdict::Accept),
+            (Http3Retry::UnderLoad, busy, Verdict::Retry),
+        ] {
+            let lim = Limits { retry, ..LIM };
+            assert_eq!(admit(&lim, &load, false, true), want, "{retry:?} {load:?}");
+            // A validated address, or one that already came after a Retry, is not retried.
+            assert_eq!(admit(&lim, &load, true, true), Verdict::Accept, "{retry:?} {load:?}");
+            assert_eq!(admit(&lim, &load, false, false), Verdict::Accept, "{retry:?} {load:?}");
+        }
+    }
+
+    #[test]
+    fn refusals() {
+        let always = Limits { retry: Http3Retry::Always, ..LIM };
+        let stopping = Load { stopping: true, ..IDLE };
+        assert_eq!(admit(&always, &stopping, true, true), Verdict::Refuse(Refusal::Stopping));
+        let full = Load { open: 10, ..IDLE };
+        assert_eq!(admit(&always, &full, false, true), Verdict::Refuse(Refusal::Full));
+        assert_eq!(admit(&LIM, &Load { open: 9, ..IDLE }, true, true), Verdict::Accept);
+        // Per address: a validated attempt counts the validated connections only; one not
+        // validated counts the pending handshakes too and, past the limit, is sent a Retry
+        // (refused with retry = "never"); 0 is no limit.
+        let never = Limits { retry: Http3Retry::Never, ..LIM };
+        assert_eq!(admit(&LIM, &from_ip(2, 0), true, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(admit(&LIM, &from_ip(2, 0), false, true), Verdict::Retry);
+        assert_eq!(admit(&never, &from_ip(2, 0), false, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(admit(&LIM, &from_ip(1, 3), true, true), Verdict::Accept);
+        assert_eq!(admit(&LIM, &from_ip(0, 2), false, true), Verdict::Retry);
+        assert_eq!(admit(&never, &from_ip(0, 2), false, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(admit(&LIM, &from_ip(1, 0), false, true), Verdict::Accept);
+        assert_eq!(admit(&always, &from_ip(2, 0), true, true), Verdict::Refuse(Refusal::PerIp));
+        assert_eq!(
+            admit(&Limits { per_ip: 0, ..LIM }, &Load { open: 0, ..from_ip(9, 9) }, true, true),
+            Verdict::Accept
+        );
     }
 }
