@@ -23,9 +23,27 @@ is `h2load` (Debian `nghttp2-client`) over HTTP/2 in clear text with prior knowl
 connection (`-n C -c C`), divided by N - C: the cost of one more request when many share
 each write. The kernel's share (90 % of the CPU here) is not counted: check
 system calls per request with `strace -c` separately. Needs `valgrind`.
+
+HTTP/3 against HTTP/2 over TLS (a build with the cargo feature `http3`):
+
+    benches/instructions.py --h2 [--requests 20000] [--clients 1] [--streams 100] [--size 4k] BINARY...
+    benches/instructions.py --h3 [--requests 2000] [--streams 100] [--size 4k] BINARY...
+    benches/instructions.py --cpu [--rounds 5] [--requests 20000] [--streams 100] [--size 4k] BINARY...
+
+`--h2` is h2load over TLS 1.3 (`-n N -c C -m M`, less `-n C -c C`), `--h3` is `gtlsclient`
+(Debian `ngtcp2-client`): one connection, N requests with the server's `[http3]
+max_streams` = M in flight, less a run of one request. `--size` sets the file's size (`4k`,
+`2M`, `32M`); from 1 MiB on, the figure per MiB is printed too. `--cpu` runs the binaries
+without valgrind, each serving HTTP/3 and HTTP/2 over TLS from one process, and reads the
+server's CPU time (every thread's first field of /proc/PID/task/TID/schedstat, kernel
+included) around each client run: per round, every binary's h3 run then its h2 run, rounds
+interleaved, so that load from elsewhere on a shared machine falls on all alike; it prints
+each round's microseconds per request, and the median ratio h3/h2 per binary. Only the
+ratios mean anything on a busy machine.
 """
 
 import argparse
+import contextlib
 import os
 import ssl
 import re
@@ -100,16 +118,15 @@ def load(port, kind, n):
                 read_response(s, b"")
 
 
-def under_callgrind(binary, config, work, drive):
-    """Starts `binary` under callgrind with the TOML `config(port)` (a free port), waits
-    until it listens, runs `drive(port)`, stops it and returns the instructions it
-    executed."""
+@contextlib.contextmanager
+def running(binary, config, work, wrap=()):
+    """Starts `binary` (under the command `wrap`, if any) with the TOML `config(port)` (a
+    free port), waits until it listens and yields (port, pid); stops it after."""
     port = free_port()
     conf = work / f"c{port}.toml"
     conf.write_text(config(port))
-    out = work / f"callgrind.{port}"
     proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--config", str(conf)],
+        [*wrap, binary, "--config", str(conf)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -121,12 +138,20 @@ def under_callgrind(binary, config, work, drive):
                 break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise OSError(f"{binary} did not start listening under valgrind")
+                    raise OSError(f"{binary} did not start listening")
                 time.sleep(0.2)
-        drive(port)
+        yield port, proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def under_callgrind(binary, config, work, drive):
+    """Runs `binary` under callgrind with the TOML `config(port)` (a free port) while
+    `drive(port)` makes its requests; returns the instructions it executed."""
+    out = work / f"callgrind.{time.monotonic_ns()}"
+    with running(binary, config, work, ("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}")) as (port, _):
+        drive(port)
     # The probe connection above costs the same in every run, so it cancels out.
     m = re.search(r"^summary:\s+(\d+)", out.read_text(), re.M)
     if not m:
@@ -178,17 +203,90 @@ def count_h2c(binary, root, path, n, clients, streams, work):
     )
 
 
+def tls_config(root, work, streams, h3):
+    """The TOML of a server whose TLS listener is on `port` (HTTP/3 on the same port number
+    when `h3`); the plain listener is spare."""
+    def config(port):
+        h3conf = f'[http3]\nenabled = true\nmax_streams = {streams}\nidle_timeout = "120s"\n\n' if h3 else ""
+        return (
+            f'[server]\nlisten = ["127.0.0.1:{free_port()}"]\nroot = "{root}"\n\n'
+            f'[tls]\nlisten = ["127.0.0.1:{port}"]\ncert = "{work}/cert.pem"\nkey = "{work}/key.pem"\n\n'
+            f'[http2]\nmax_concurrent_streams = {max(streams, 100)}\n\n'
+            + h3conf + f'[log]\naccess = "off"\nerror = "{work}/error.log"\n'
+        )
+
+    return config
+
+
+def h2load_tls(port, path, n, clients, streams):
+    r = subprocess.run(
+        ["h2load", "-n", str(n), "-c", str(clients), "-m", str(streams), f"https://127.0.0.1:{port}/{path}"],
+        capture_output=True, text=True, timeout=600,
+    )
+    m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", r.stdout)
+    if not m or int(m.group(2)) != n:
+        raise OSError(f"h2load did not complete {n} requests: {r.stdout[-400:]}{r.stderr[-400:]}")
+
+
+def gtlsclient(port, path, n):
+    """`n` requests on one HTTP/3 connection; gtlsclient prints each response's :status
+    header, which is checked."""
+    r = subprocess.run(
+        ["gtlsclient", "--no-quic-dump", "--no-http-dump", "--exit-on-all-streams-close", "-n", str(n),
+         "127.0.0.1", str(port), f"https://localhost:{port}/{path}"],
+        capture_output=True, text=True, timeout=900,
+    )
+    ok = len(re.findall(r"\[:status: 200\]", r.stdout + r.stderr))
+    if r.returncode != 0 or ok != n:
+        out = (r.stdout + r.stderr)[-600:]
+        raise OSError(f"gtlsclient: exit {r.returncode}, {ok} of {n} responses 200: {out}")
+
+
+def cpu_ns(pid):
+    """The CPU time of every thread of `pid` so far, in nanoseconds (user and kernel)."""
+    total = 0
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((t / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def size_bytes(text):
+    m = re.fullmatch(r"(\d+)([kKmM]?)", text)
+    if not m:
+        sys.exit(f"--size: {text!r} is not a size (4096, 4k, 2M)")
+    return int(m.group(1)) * {"": 1, "k": 1024, "K": 1024, "m": 1 << 20, "M": 1 << 20}[m.group(2)]
+
+
+def per(size, v):
+    """A figure per request, and per MiB for a body of a MiB or more."""
+    return f"{v:>14,.0f}" + (f" {v / (size / (1 << 20)):>14,.0f}/MiB" if size >= 1 << 20 else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--file", default="4k.bin")
     ap.add_argument("--accept-encoding")
     ap.add_argument("--h2c", action="store_true", help="HTTP/2 in clear text, h2load as the client")
-    ap.add_argument("--clients", type=int, default=10, help="--h2c: connections (h2load -c)")
-    ap.add_argument("--streams", type=int, default=10, help="--h2c: streams in flight per connection (h2load -m)")
+    ap.add_argument("--clients", type=int, help="--h2c, --h2: connections (h2load -c; 10 with --h2c, else 1)")
+    ap.add_argument("--streams", type=int,
+                    help="streams in flight per connection (h2load -m; HTTP/3's max_streams): 10 with --h2c, else 100")
     ap.add_argument("--tls", action="store_true", help="HTTPS keep-alive (TLS 1.3, Python's ssl as the client)")
+    ap.add_argument("--h2", action="store_true", help="HTTP/2 over TLS, h2load as the client")
+    ap.add_argument("--h3", action="store_true", help="HTTP/3, gtlsclient (ngtcp2-client) as the client")
+    ap.add_argument("--cpu", action="store_true",
+                    help="server CPU time per request, HTTP/3 against HTTP/2 over TLS, no valgrind")
+    ap.add_argument("--rounds", type=int, default=5, help="--cpu: interleaved rounds")
+    ap.add_argument("--size", default="4k", help="the file's size (4k, 2M, 32M)")
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
+    if args.clients is None:
+        args.clients = 10 if args.h2c else 1
+    if args.streams is None:
+        args.streams = 10 if args.h2c else 100
     if args.h2c and (args.clients < 1 or args.streams < 1 or args.requests <= args.clients):
         sys.exit("--h2c needs --clients and --streams of at least 1 and --requests above --clients")
     global REQ_NOW
@@ -199,10 +297,41 @@ def main():
         work = Path(tmp)
         root = work / "root"
         root.mkdir()
+        size = size_bytes(args.size)
         if args.file.endswith(".bin"):
-            (root / args.file).write_bytes(os.urandom(4096))
+            (root / args.file).write_bytes(os.urandom(size))
         else:
-            (root / args.file).write_bytes((b"<p>some text, compressible</p>\n" * 200)[:4096])
+            text = b"<p>some text, compressible</p>\n"
+            (root / args.file).write_bytes((text * (size // len(text) + 1))[:size])
+        if args.h2 or args.h3 or args.cpu:
+            subprocess.run(
+                ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", str(work / "key.pem"), "-out", str(work / "cert.pem"), "-days", "1",
+                 "-subj", "/CN=localhost"],
+                check=True, capture_output=True,
+            )
+        if args.h2:
+            config = tls_config(root, work, args.streams, False)
+            c = args.clients
+            print(f"instructions per request (callgrind, HTTP/2 over TLS, {args.size}, h2load -n {args.requests} "
+                  f"-c {c} -m {args.streams} minus -n {c} -c {c})")
+            for b in args.binaries:
+                many = under_callgrind(b, config, work, lambda p: h2load_tls(p, args.file, args.requests, c, args.streams))
+                few = under_callgrind(b, config, work, lambda p: h2load_tls(p, args.file, c, c, 1))
+                print(f"{b:<50} {per(size, (many - few) / (args.requests - c))}")
+            return
+        if args.h3:
+            config = tls_config(root, work, args.streams, True)
+            print(f"instructions per request (callgrind, HTTP/3, {args.size}, gtlsclient -n {args.requests} "
+                  f"with max_streams {args.streams}, minus -n 1)")
+            for b in args.binaries:
+                many = under_callgrind(b, config, work, lambda p: gtlsclient(p, args.file, args.requests))
+                one = under_callgrind(b, config, work, lambda p: gtlsclient(p, args.file, 1))
+                print(f"{b:<50} {per(size, (many - one) / (args.requests - 1))}")
+            return
+        if args.cpu:
+            cpu(args, root, work, size)
+            return
         if args.h2c:
             print(f"instructions per request (callgrind, h2c, h2load -n {args.requests} -c {args.clients} "
                   f"-m {args.streams} minus -n {args.clients})")
@@ -233,6 +362,37 @@ def main():
                 one = count(b, root, kind, 1, work)
                 row.append((many - one) / (args.requests - 1))
             print(f"{b:<50} {row[0]:>12,.0f} {row[1]:>12,.0f}")
+
+
+def cpu(args, root, work, size):
+    """Server CPU per request, HTTP/3 and HTTP/2 over TLS, rounds interleaved (see the
+    module docs)."""
+    config = tls_config(root, work, args.streams, True)
+    n, m = args.requests, args.streams
+    print(f"server CPU per request, us (schedstat; {args.size}; h3: gtlsclient -n {n} with max_streams {m}; "
+          f"h2: h2load -n {n} -c 1 -m {m}; rounds interleaved)")
+    results = {b: [] for b in args.binaries}
+    with contextlib.ExitStack() as stack:
+        # Every binary serves all along, idle but while measured.
+        servers = [(b, *stack.enter_context(running(b, config, work))) for b in args.binaries]
+        for r in range(args.rounds):
+            for b, port, pid in servers:
+                row = []
+                for run in (lambda: gtlsclient(port, args.file, n), lambda: h2load_tls(port, args.file, n, 1, m)):
+                    t0 = cpu_ns(pid)
+                    run()
+                    row.append((cpu_ns(pid) - t0) / n / 1000)
+                results[b].append(row)
+                print(f"round {r + 1} {b:<40} h3 {row[0]:8.2f} us  h2 {row[1]:8.2f} us  h3/h2 {row[0] / row[1]:.2f}",
+                      flush=True)
+    mib = size / (1 << 20)
+    for b, rows in results.items():
+        mid = len(rows) // 2
+        h3 = sorted(r[0] for r in rows)[mid]
+        h2 = sorted(r[1] for r in rows)[mid]
+        ratio = sorted(r[0] / r[1] for r in rows)[mid]
+        extra = f"  (per MiB: h3 {h3 / mib:.0f} us, h2 {h2 / mib:.0f} us)" if mib >= 1 else ""
+        print(f"median {b:<40} h3 {h3:.2f} us  h2 {h2:.2f} us  h3/h2 {ratio:.2f}{extra}")
 
 
 if __name__ == "__main__":

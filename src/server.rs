@@ -466,7 +466,7 @@ impl Server {
                 self.timers.pop();
                 #[cfg(feature = "http3")]
                 if key == QUIC_TIMER {
-                    self.with_quic(|q, cx| q.on_timer(cx));
+                    self.with_quic(|q, cx| q.on_timer(t, cx));
                     continue;
                 }
                 if self.conns.contains(key) {

@@ -371,8 +371,29 @@ pub fn copy_mapped(src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
         return Ok(0);
     }
     mapped::install()?;
-    mapped::copy(&src[..n], &mut dst[..n])?;
+    // SAFETY: `dst` is a live, exclusive borrow of at least `n` bytes, distinct from `src`.
+    unsafe { mapped::copy(&src[..n], dst.as_mut_ptr()) }?;
     Ok(n)
+}
+
+/// [`copy_mapped`] onto the end of `out`, without zeroing the room first: `src` is copied
+/// into `out`'s spare capacity, whose length then grows by `src.len()`. On an error `out`
+/// keeps its length.
+pub fn copy_mapped_append(src: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    if src.is_empty() {
+        return Ok(());
+    }
+    mapped::install()?;
+    out.reserve(src.len());
+    let spare = out.spare_capacity_mut();
+    // SAFETY: `spare` is the vector's allocated, unused capacity, at least `src.len()` bytes
+    // (reserved above), which `src` (a shared borrow) cannot overlap; `copy` writes exactly
+    // `src.len()` bytes through the pointer.
+    unsafe { mapped::copy(src, spare.as_mut_ptr().cast()) }?;
+    // SAFETY: `copy` succeeded: it initialised the first `src.len()` bytes of the spare
+    // capacity, which holds them.
+    unsafe { out.set_len(out.len() + src.len()) };
+    Ok(())
 }
 
 /// The fault recovery behind [`copy_mapped`].
@@ -538,10 +559,14 @@ mod mapped {
         unsafe { *libc::__errno_location() = errno };
     }
 
-    /// Copies `src` into `dst` (of the same length) under the handler. `Err(EFAULT)`: a page
+    /// Copies `src` to `dst` (`src.len()` bytes) under the handler. `Err(EFAULT)`: a page
     /// of `src` was gone; `dst` then holds zeros in its place, and those pages, to the end of
     /// `src`, are made unreadable.
-    pub(super) fn copy(src: &[u8], dst: &mut [u8]) -> io::Result<()> {
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `src.len()` bytes (initialised or not), and the
+    /// range must not overlap `src`.
+    pub(super) unsafe fn copy(src: &[u8], dst: *mut u8) -> io::Result<()> {
         let page = match INSTALLED.get() {
             Some(Ok(inst)) => inst.page,
             _ => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
@@ -555,10 +580,11 @@ mod mapped {
             // The range is recorded before the first load of `src`, and cleared after the
             // last: signal fences, since only this thread's handler reads it.
             compiler_fence(SeqCst);
-            // SAFETY: `src` and `dst` are live, distinct borrows (one shared, one mutable) of
-            // `src.len()` bytes each. A load of `src` that faults is made to succeed by the
-            // handler (zeros), so the copy always completes.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr(), src.len()) };
+            // SAFETY: `src` is a live borrow of `src.len()` bytes, and `dst` is valid for
+            // that many writes and does not overlap it (the caller's contract). A load of
+            // `src` that faults is made to succeed by the handler (zeros), so the copy always
+            // completes.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
             compiler_fence(SeqCst);
             g.start.store(0, Relaxed);
             g.end.store(0, Relaxed);
@@ -639,6 +665,24 @@ mod copy_mapped_tests {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let e = send2(a.as_raw_fd(), &map[2 * p..2 * p + 10], &[], false).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
+    }
+
+    #[test]
+    fn copy_mapped_append_adds_the_bytes_or_nothing() {
+        let p = page();
+        let bytes: Vec<u8> = (0..3 * p).map(|i| (i * 7 % 251) as u8).collect();
+        let (f, map) = mapped(&bytes);
+        let mut out = b"head".to_vec();
+        copy_mapped_append(&map[10..2 * p], &mut out).unwrap();
+        assert_eq!(out.len(), 4 + 2 * p - 10);
+        assert!(out[..4] == *b"head" && out[4..] == bytes[10..2 * p]);
+        copy_mapped_append(&map[..0], &mut out).unwrap();
+        assert_eq!(out.len(), 4 + 2 * p - 10);
+        // Past a truncation: EFAULT, and `out` keeps its length.
+        f.as_file().set_len(p as u64).unwrap();
+        let e = copy_mapped_append(&map[p / 2..], &mut out).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT), "{e}");
+        assert_eq!(out.len(), 4 + 2 * p - 10);
     }
 
     #[test]

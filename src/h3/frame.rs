@@ -226,6 +226,11 @@ pub fn data_frame_header(len: u64, out: &mut Vec<u8>) {
     write_header(DATA, len, out);
 }
 
+/// The length of [`data_frame_header`]`(len)`.
+pub fn data_frame_header_len(len: u64) -> usize {
+    varint::encoded_len(DATA) + varint::encoded_len(len)
+}
+
 /// Appends a HEADERS frame around an encoded field section.
 pub fn write_headers(section: &[u8], out: &mut Vec<u8>) {
     write_header(HEADERS, section.len() as u64, out);

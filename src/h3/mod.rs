@@ -61,6 +61,6 @@ pub mod qpack;
 pub mod stream;
 pub mod varint;
 
-pub use frame::{data_frame_header, goaway, Code, ConnError, Error, Settings, StreamError};
+pub use frame::{data_frame_header, data_frame_header_len, goaway, Code, ConnError, Error, Settings, StreamError};
 pub use qpack::{encode_response_head, HeadTooLarge};
 pub use stream::{Config, Event, RequestStream, Session, UniEvent};

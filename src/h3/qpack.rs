@@ -11,6 +11,9 @@
 //! encode_section(status, fields, &mut out)           // prefix + :status + fields
 //! encode_response_head(status, fields, max, &mut out) -> Result<(), HeadTooLarge>
 //!                                                    // the whole HEADERS frame
+//! ValueCache::default(); encode_response_head_cached(&mut cache, status, fields, max, &mut out)
+//!                                                    // the same, a connection's recent values
+//!                                                    // not Huffman-coded again
 //! check_encoder_stream(bytes), DecoderStream::default().read(bytes)   // the peer's QPACK streams
 //! ```
 //!
@@ -37,6 +40,10 @@
 //! bytes`, `content-type: text/css`, `vary: accept-encoding`...), a literal with a static
 //! name reference when it has the name (`content-length`, `etag`, `last-modified`, `date`,
 //! `server`...), a literal name otherwise. Strings are Huffman-coded unless that is longer.
+//! A connection's responses repeat most values (`date` within its second, `server`,
+//! `content-type`, a file's `etag` and `last-modified`): a [`ValueCache`] of the last few
+//! values and their codings (8 slots of values up to 64 bytes, chosen by a few of their
+//! bytes) copies a coding it has instead of computing it again.
 //!
 //! **The dynamic table.** Not used. Our decoder does not need one: clients compress
 //! requests with the static table and literals when we advertise 0, and a connection's
@@ -249,10 +256,58 @@ pub fn encode_status(status: u16, out: &mut Vec<u8>) {
     }
 }
 
+/// Codings of recent field values (see the module documentation).
+#[derive(Debug, Default)]
+pub struct ValueCache {
+    slots: [CachedValue; CACHE_SLOTS],
+}
+
+#[derive(Debug, Default)]
+struct CachedValue {
+    value: Vec<u8>,
+    /// Its string literal with a 7-bit length prefix (flags 0): Huffman-coded or not.
+    literal: Vec<u8>,
+}
+
+const CACHE_SLOTS: usize = 8;
+/// Longer values are coded each time (and hold no memory).
+const CACHE_MAX_VALUE: usize = 64;
+
+impl ValueCache {
+    /// Appends `value` as a string literal with a 7-bit prefix and no flags, as
+    /// `write_string(out, 0, 7, value)` does.
+    fn write_value(&mut self, value: &[u8], out: &mut Vec<u8>) {
+        let n = value.len();
+        if n == 0 || n > CACHE_MAX_VALUE {
+            return write_string(out, 0, 7, value);
+        }
+        // A few bytes pick the slot: the length, the ends and the middle (a date's seconds
+        // are 5 from its end).
+        let h = n
+            ^ usize::from(value[0])
+            ^ usize::from(value[n / 2]) << 1
+            ^ usize::from(value[n - 1]) << 2
+            ^ usize::from(value[n.saturating_sub(5)]) << 3;
+        let slot = &mut self.slots[(h ^ h >> 3) % CACHE_SLOTS];
+        if slot.value != value {
+            slot.value.clear();
+            slot.value.extend_from_slice(value);
+            slot.literal.clear();
+            write_string(&mut slot.literal, 0, 7, value);
+        }
+        out.extend_from_slice(&slot.literal);
+    }
+}
+
 /// Appends one field line (lowercase `name`, as RFC 9114 §4.2 requires): indexed when the
 /// static table has the field, a literal with a static name reference when it has the
 /// name, a literal name otherwise.
 pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    encode_field_cached(&mut ValueCache::default(), name, value, out);
+}
+
+/// [`encode_field`] with `cache`'s codings of values.
+fn encode_field_cached(cache: &mut ValueCache, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
     debug_assert!(!name.iter().any(u8::is_ascii_uppercase), "HTTP/3 field names are lowercase");
     match static_name(name) {
         Some(all) => {
@@ -264,7 +319,7 @@ pub fn encode_field(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
         }
         None => write_string(out, 0x20, 3, name),
     }
-    write_string(out, 0, 7, value);
+    cache.write_value(value, out);
 }
 
 /// The field section size of a field (RFC 9114 §4.2.2).
@@ -297,13 +352,25 @@ pub fn encode_response_head<'a>(
     max: u64,
     out: &mut Vec<u8>,
 ) -> Result<(), HeadTooLarge> {
+    encode_response_head_cached(&mut ValueCache::default(), status, fields, max, out)
+}
+
+/// [`encode_response_head`] with `cache`'s codings of values (a connection's cache: the
+/// same bytes, fewer computed).
+pub fn encode_response_head_cached<'a>(
+    cache: &mut ValueCache,
+    status: u16,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    max: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), HeadTooLarge> {
     let start = out.len();
     let mut size = field_size(b":status", b"000");
     out.extend_from_slice(&[0, 0]);
     encode_status(status, out);
     for (name, value) in fields {
         size += field_size(name, value);
-        encode_field(name, value, out);
+        encode_field_cached(cache, name, value, out);
     }
     if size > max {
         out.truncate(start);

@@ -134,6 +134,21 @@ impl RequestStream {
         self.id
     }
 
+    /// Makes this reader, done with its request's head, a new one for request stream `id`
+    /// (as [`Session::request_stream`] makes), keeping the room of its buffers, and of
+    /// `fields` (those of an earlier request, cleared here) for the fields.
+    pub fn reuse(&mut self, id: u64, mut fields: Fields) {
+        fields.clear();
+        self.id = id;
+        self.phase = Phase::Head;
+        self.header = HeaderReader::default();
+        self.payload = Payload::None;
+        self.section.clear();
+        self.fields = fields;
+        self.content_length = None;
+        self.received = 0;
+    }
+
     /// The request's fields, after [`Event::Headers`] (empty before, and after
     /// [`RequestStream::take_fields`]).
     pub fn fields(&self) -> &Fields {
@@ -379,6 +394,8 @@ pub struct Session {
     max_push_id: Option<u64>,
     peer_goaway: Option<u64>,
     goaway_sent: Option<u64>,
+    /// Codings of the values of recent responses.
+    values: qpack::ValueCache,
 }
 
 impl Session {
@@ -393,6 +410,7 @@ impl Session {
             max_push_id: None,
             peer_goaway: None,
             goaway_sent: None,
+            values: qpack::ValueCache::default(),
         }
     }
 
@@ -466,14 +484,16 @@ impl Session {
         self.goaway_sent
     }
 
-    /// [`qpack::encode_response_head`] within the peer's SETTINGS_MAX_FIELD_SECTION_SIZE.
+    /// [`qpack::encode_response_head`] within the peer's SETTINGS_MAX_FIELD_SECTION_SIZE,
+    /// with the connection's cache of value codings.
     pub fn encode_response_head<'a>(
-        &self,
+        &mut self,
         status: u16,
         fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
         out: &mut Vec<u8>,
     ) -> Result<(), HeadTooLarge> {
-        qpack::encode_response_head(status, fields, self.peer_settings().max_field_section_size, out)
+        let max = self.peer_settings().max_field_section_size;
+        qpack::encode_response_head_cached(&mut self.values, status, fields, max, out)
     }
 
     /// The peer reset one of its unidirectional streams: closing a critical one (control,

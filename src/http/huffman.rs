@@ -119,20 +119,26 @@ pub(crate) fn encoded_len(s: &[u8]) -> usize {
     bits.div_ceil(8)
 }
 
-/// Appends the Huffman coding of `s` to `out`, padded with ones to a byte boundary.
+/// Appends the Huffman coding of `s` to `out`, padded with ones to a byte boundary. (Room
+/// for `s.len()` bytes is reserved: callers code a string only when that makes it shorter.)
 pub(crate) fn encode(s: &[u8], out: &mut Vec<u8>) {
-    out.reserve(encoded_len(s));
-    // The pending bits are the low `n` bits of `acc` (n < 8 between symbols).
+    out.reserve(s.len());
+    // The pending bits are the low `n` bits of `acc` (n < 32 between symbols: with a code of
+    // at most 30 bits, n + len < 64), written out four bytes at a time.
     let mut acc: u64 = 0;
     let mut n: u32 = 0;
     for &b in s {
         let len = LENS[b as usize] as u32;
         acc = (acc << len) | CODES[b as usize] as u64;
         n += len;
-        while n >= 8 {
-            n -= 8;
-            out.push((acc >> n) as u8);
+        if n >= 32 {
+            n -= 32;
+            out.extend_from_slice(&((acc >> n) as u32).to_be_bytes());
         }
+    }
+    while n >= 8 {
+        n -= 8;
+        out.push((acc >> n) as u8);
     }
     if n > 0 {
         out.push(((acc << (8 - n)) as u8) | (0xff >> n));
@@ -261,6 +267,18 @@ mod tests {
                 decode(&enc, &mut dec).unwrap();
                 assert_eq!(dec, s, "symbol {sym}");
             }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_string_round_trips(s in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let mut enc = b"prefix".to_vec();
+            encode(&s, &mut enc);
+            proptest::prop_assert_eq!(enc.len() - 6, encoded_len(&s));
+            let mut dec = Vec::new();
+            decode(&enc[6..], &mut dec).unwrap();
+            proptest::prop_assert_eq!(dec, s);
         }
     }
 

@@ -17,7 +17,8 @@
 //!   dropped; QPACK with the static table). Body bytes are copied, [`CHUNK`] at a time, into
 //!   a DATA frame (mapped files with the SIGBUS-safe copy, fd-backed files with `pread`,
 //!   multipart framing from the exchange), which is handed to the QUIC stream without a
-//!   further copy (`write_chunks`); what the stream does not take (flow control, the
+//!   further copy (`write_chunks`; the HEADERS frame goes in the same buffer as the first
+//!   DATA frame); what the stream does not take (flow control, the
 //!   connection's send window) waits, one chunk per stream, until it is writable again.
 //!   Rate limits (`limit_rate`, throttles) hold a stream back until the time they give.
 //!   RFC 9218: the urgency of the `priority` field or of a PRIORITY_UPDATE orders the
@@ -38,7 +39,9 @@ use bytes::Bytes;
 use quinn_proto::{Connection, Dir, StreamEvent, StreamId, VarInt, WriteError};
 
 use crate::ctx::Ctx;
-use crate::h3::{data_frame_header, Code, Config, ConnError, Error, Event, RequestStream, Session, UniEvent};
+use crate::h3::{
+    data_frame_header, data_frame_header_len, Code, Config, ConnError, Error, Event, RequestStream, Session, UniEvent,
+};
 use crate::http::fields::Fields;
 use crate::http::priority::Priority;
 use crate::http::request::{Limits, Reject};
@@ -51,12 +54,16 @@ use crate::serve::{self, Exchange, CLIENT_CLOSED};
 const CHUNK: usize = 32 * 1024;
 /// Bytes read from a stream at a time.
 const READ_MAX: usize = 16 * 1024;
+/// Request readers and field lists a connection keeps for reuse (see `H3Conn::spare_readers`).
+const SPARE: usize = 2;
 /// How long responses held back behind a full connection window (see [`H3Conn::send`]) wait
 /// at most before they are tried again when no event of the connection comes first.
 const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// One request stream.
 enum Req {
+    /// Opened, nothing read yet: its reader is made (or reused) when its bytes are read.
+    Opened,
     /// Its request is being read.
     Reading(Box<RequestStream>),
     /// Its request waits for a password verification (answered again on resume), and
@@ -70,10 +77,14 @@ enum Req {
 /// the multipart framing), and the frame bytes the QUIC stream has not taken yet.
 struct Sending {
     ex: Exchange,
+    /// Its HEADERS frame until it is handed on with the first DATA frame behind it, in one
+    /// buffer (one allocation and one `write_chunks` where a small response took two).
+    first: Vec<u8>,
     pending: Bytes,
     /// It is in [`H3Conn::writable`].
     queued: bool,
-    /// Its RFC 9218 urgency (3 without a signal), and whether QUIC has it.
+    /// Its RFC 9218 urgency (3 without a signal), and whether QUIC has it (as priority
+    /// `3 - urgency`).
     urgency: u8,
     urgency_set: bool,
     /// The client's request side is still open (its body, if any, is not read): stopped
@@ -105,6 +116,16 @@ pub(super) struct H3Conn {
     throttled: Vec<u64>,
     /// Paused requests to answer again.
     resumed: Vec<u64>,
+    /// Scratch of [`H3Conn::send`] (kept: no allocation per turn): the streams to try in
+    /// order of urgency, and those done.
+    order: Vec<(u8, u64)>,
+    done: Vec<u64>,
+    /// Readers of requests whose heads were read, and fields of requests answered, kept for
+    /// the next requests (at most [`SPARE`] each): their buffers, not new ones each time.
+    // Boxed: they move in and out of `Req::Reading` as they are, with no allocation.
+    #[allow(clippy::vec_box)]
+    spare_readers: Vec<Box<RequestStream>>,
+    spare_fields: Vec<Fields>,
     /// The socket (for `Exchange::local_ip`), the client, and the SNI name of the handshake.
     fd: RawFd,
     peer: IpAddr,
@@ -142,6 +163,10 @@ impl H3Conn {
             writable: Vec::new(),
             throttled: Vec::new(),
             resumed: Vec::new(),
+            order: Vec::new(),
+            done: Vec::new(),
+            spare_readers: Vec::new(),
+            spare_fields: Vec::new(),
             fd,
             peer,
             sni: None,
@@ -186,7 +211,7 @@ impl H3Conn {
                                 let _ = conn.recv_stream(id).stop(code);
                                 continue;
                             }
-                            self.reqs.insert(n, Req::Reading(Box::new(self.session.request_stream(n))));
+                            self.reqs.insert(n, Req::Opened);
                         }
                     }
                     self.readable.push(id);
@@ -290,7 +315,7 @@ impl H3Conn {
         let mut ids = std::mem::take(&mut self.readable);
         ids.sort_unstable();
         ids.dedup();
-        for id in ids {
+        for &id in &ids {
             if id.dir() == Dir::Uni {
                 if self.uni.contains(&id) {
                     self.read_uni(conn, id)?;
@@ -299,6 +324,9 @@ impl H3Conn {
                 self.read_request(conn, cx, id, jobs)?;
             }
         }
+        // The vector back, for its room (nothing is added to `readable` meanwhile).
+        ids.clear();
+        self.readable = ids;
         Ok(())
     }
 
@@ -378,11 +406,22 @@ impl H3Conn {
         jobs: &mut Vec<(u64, u64)>,
     ) -> Result<(), ConnError> {
         let n = sid(id);
-        let Some(Req::Reading(_)) = self.reqs.get(&n) else {
+        match self.reqs.get_mut(&n) {
+            Some(Req::Reading(_)) => {}
+            Some(req @ Req::Opened) => {
+                let r = match self.spare_readers.pop() {
+                    Some(mut r) => {
+                        r.reuse(n, self.spare_fields.pop().unwrap_or_default());
+                        r
+                    }
+                    None => Box::new(self.session.request_stream(n)),
+                };
+                *req = Req::Reading(r);
+            }
             // A response is being sent (the request body is not read) or the stream is
             // gone: a reset is noticed by the send side.
-            return Ok(());
-        };
+            _ => return Ok(()),
+        }
         let mut head: Option<Result<Fields, Reject>> = None;
         let mut stream_error: Option<u32> = None;
         let mut reset = false;
@@ -450,15 +489,16 @@ impl H3Conn {
             let _ = conn.recv_stream(id).stop(code);
             return Ok(());
         }
+        if head.is_some() {
+            if let Some(Req::Reading(r)) = self.reqs.remove(&n) {
+                if self.spare_readers.len() < SPARE {
+                    self.spare_readers.push(r);
+                }
+            }
+        }
         match head {
-            Some(Ok(fields)) => {
-                self.reqs.remove(&n);
-                self.answer(cx, n, fields, !ended, jobs);
-            }
-            Some(Err(rej)) => {
-                self.reqs.remove(&n);
-                self.reject(cx, n, rej, !ended);
-            }
+            Some(Ok(fields)) => self.answer(cx, n, fields, !ended, jobs),
+            Some(Err(rej)) => self.reject(cx, n, rej, !ended),
             None => {}
         }
         Ok(())
@@ -520,6 +560,9 @@ impl H3Conn {
                 status
             }
         };
+        if self.spare_fields.len() < SPARE {
+            self.spare_fields.push(fields);
+        }
         self.respond(cx, n, ex, status, reading);
     }
 
@@ -556,7 +599,9 @@ impl H3Conn {
             ex.next_part(cx);
         }
         let urgency = self.urgency.remove(&n).unwrap_or(Priority::default().urgency);
-        let s = Sending { ex, pending: Bytes::from(out), queued: true, urgency, urgency_set: false, reading };
+        // The default urgency is quinn-proto's default priority (0): nothing to set.
+        let urgency_set = urgency == Priority::default().urgency;
+        let s = Sending { ex, first: out, pending: Bytes::new(), queued: true, urgency, urgency_set, reading };
         self.reqs.insert(n, Req::Sending(Box::new(s)));
         self.writable.push(n);
     }
@@ -565,11 +610,11 @@ impl H3Conn {
     /// stream takes them; a finished response ends its stream and is accounted.
     fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) {
         self.wake = None;
-        let mut done = Vec::new();
+        let mut done = std::mem::take(&mut self.done);
         // Only the streams that may make progress (new, writable again, or held by a rate
         // limit), the most urgent first (RFC 9218), so that they take the room the
         // connection has. A stream QUIC refused waits for its Writable event.
-        let mut order: Vec<(u8, u64)> = Vec::new();
+        let mut order = std::mem::take(&mut self.order);
         for n in self.writable.drain(..).chain(self.throttled.drain(..)) {
             if let Some(Req::Sending(s)) = self.reqs.get(&n) {
                 order.push((s.urgency, n));
@@ -587,10 +632,10 @@ impl H3Conn {
         // connection; since a refusal may also be one stream's own window, the held ones
         // are tried again after `HELD_RETRY` whatever happens.
         let mut refused = 0;
-        let mut order = order.into_iter();
-        while let Some((_, n)) = order.next() {
+        let mut next = order.drain(..);
+        while let Some((_, n)) = next.next() {
             if refused == 2 {
-                for n in std::iter::once(n).chain(order.by_ref().map(|(_, n)| n)) {
+                for n in std::iter::once(n).chain(next.by_ref().map(|(_, n)| n)) {
                     if let Some(Req::Sending(s)) = self.reqs.get_mut(&n) {
                         s.queued = true;
                         self.writable.push(n);
@@ -626,12 +671,15 @@ impl H3Conn {
                 }
             }
         }
-        for n in done {
+        drop(next);
+        self.order = order;
+        for n in done.drain(..) {
             self.urgency.remove(&n);
             if let Some(Req::Sending(mut s)) = self.reqs.remove(&n) {
                 s.ex.end_transfer(cx);
             }
         }
+        self.done = done;
     }
 }
 
@@ -658,7 +706,7 @@ fn send_stream(
     if !s.urgency_set {
         // quinn-proto sends the higher priority first, and streams of one priority in turn.
         s.urgency_set = true;
-        let _ = conn.send_stream(id).set_priority(7 - i32::from(s.urgency.min(7)));
+        let _ = conn.send_stream(id).set_priority(3 - i32::from(s.urgency.min(7)));
     }
     loop {
         if !s.pending.is_empty() {
@@ -673,6 +721,11 @@ fn send_stream(
             }
         }
         if s.left() == 0 && !s.ex.next_part(cx) {
+            if !s.first.is_empty() {
+                // No body: the HEADERS frame alone.
+                s.pending = Bytes::from(std::mem::take(&mut s.first));
+                continue;
+            }
             return match conn.send_stream(id).finish() {
                 Ok(()) => Progress::Done,
                 Err(_) => Progress::Failed(Code::RequestCancelled as u32),
@@ -680,13 +733,22 @@ fn send_stream(
         }
         let (cap, t) = s.ex.rate_cap(cx);
         if cap == 0 {
+            if !s.first.is_empty() {
+                // The HEADERS go now; the body waits for the rate limit.
+                s.pending = Bytes::from(std::mem::take(&mut s.first));
+                continue;
+            }
             if let Some(t) = t {
                 *wake = Some(wake.map_or(t, |w| w.min(t)));
             }
             return Progress::Throttled;
         }
         let n = usize::try_from(s.left()).unwrap_or(usize::MAX).min(CHUNK).min(cap);
-        let mut out = Vec::with_capacity(n + 16);
+        // The exact size (the HEADERS first, if not handed on yet): a `Bytes` made of a full
+        // vector needs no allocation of its own.
+        let mut out = Vec::with_capacity(s.first.len() + data_frame_header_len(n as u64) + n);
+        out.extend_from_slice(&s.first);
+        s.first = Vec::new();
         data_frame_header(n as u64, &mut out);
         if s.ex.copy_out(cx, &mut out, n).is_err() {
             return Progress::Failed(Code::InternalError as u32);
@@ -700,13 +762,14 @@ fn send_stream(
 fn abandon(cx: &mut Ctx, req: Req) {
     match req {
         Req::Sending(mut s) => {
-            // Its HEADERS were handed to QUIC when it was answered.
-            s.ex.account_aborted(cx, true);
+            // Its HEADERS leave with its first DATA frame (or alone): 499 before that.
+            let started = s.first.is_empty();
+            s.ex.account_aborted(cx, started);
             cx.counters.http3.requests += 1;
             s.ex.end_transfer(cx);
         }
         Req::Paused(p) => unanswered(cx, &p.0),
-        Req::Reading(_) => {}
+        Req::Opened | Req::Reading(_) => {}
     }
 }
 

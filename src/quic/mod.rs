@@ -692,7 +692,8 @@ impl Quic {
         // one.
         let next = self.deadlines.peek().map(|Reverse((t, _))| *t)?.max(now + Duration::from_millis(1));
         match self.armed {
-            Some(a) if a <= next && a > now => None,
+            // The armed one comes first (or is due: it fires on the next turn).
+            Some(a) if a <= next => None,
             _ => {
                 self.armed = Some(next);
                 Some(next)
@@ -700,9 +701,15 @@ impl Quic {
         }
     }
 
-    /// The server's timer for the endpoint fired: handles every connection deadline that
-    /// has passed.
-    pub(crate) fn on_timer(&mut self, cx: &mut Ctx) {
+    /// A timer the server armed for the endpoint (at `at`) fired: handles every connection
+    /// deadline that has passed. Only the one last armed counts: an earlier deadline put a
+    /// new entry in the server's heap without taking out the old one, which is skipped here
+    /// (handled, each would arm a new entry, and their number would only grow: thousands
+    /// firing each millisecond after a few thousand requests).
+    pub(crate) fn on_timer(&mut self, at: Instant, cx: &mut Ctx) {
+        if self.armed != Some(at) {
+            return;
+        }
         let now = cx.clock.now;
         self.armed = None;
         while let Some(&Reverse((t, key))) = self.deadlines.peek() {

@@ -155,14 +155,9 @@ impl Body {
                     out.extend_from_slice(src);
                     return Ok(());
                 }
-                // A page gone with a truncation is EFAULT here, not SIGBUS.
-                let old = out.len();
-                out.resize(old + n, 0);
-                match sys::copy_mapped(src, &mut out[old..]) {
-                    Ok(k) if k == n => Ok(()),
-                    Ok(_) => Err(efault()),
-                    Err(e) => Err(e),
-                }
+                // A page gone with a truncation is EFAULT here, not SIGBUS; the room is not
+                // zeroed first (a memset as long as the copy).
+                sys::copy_mapped_append(src, out)
             }
             Body::File { entry, pos, .. } => {
                 let cache::Body::Fd(file) = &entry.body else { return Err(efault()) };
