@@ -86,6 +86,7 @@ pub struct Parent {
 pub fn run(cfg: Config, parent: Parent) -> Result<u8, StartError> {
     let Parent { listeners, roles, reloader, mut upgrade, mut inherited } = parent;
     ctx::open_resources(&cfg)?;
+    let udp = udp_sets(&cfg)?;
     let signals =
         SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGCHLD])
             .map_err(|e| StartError(format!("signalfd: {e}")))?;
@@ -112,7 +113,7 @@ pub fn run(cfg: Config, parent: Parent) -> Result<u8, StartError> {
                 if slot.pid.is_some() || slot.restart_at.is_none_or(|t| t > now) {
                     continue;
                 }
-                slot.pid = Some(spawn(&cfg, listeners.set(i), &roles, &reloader, started_w.as_raw_fd())?);
+                slot.pid = Some(spawn(&cfg, listeners.set(i), &roles, &reloader, started_w.as_raw_fd(), &udp, i)?);
                 slot.started = now;
                 slot.restart_at = None;
             }
@@ -183,6 +184,35 @@ pub fn run(cfg: Config, parent: Parent) -> Result<u8, StartError> {
     }
 }
 
+/// HTTP/3's UDP sockets, bound here for every worker so that worker i's is number i in its
+/// reuseport group, whatever order the workers start or restart in (`quic::steer`).
+#[cfg(feature = "http3")]
+type UdpSets = Option<crate::quic::steer::Sets>;
+#[cfg(not(feature = "http3"))]
+type UdpSets = Option<std::convert::Infallible>;
+
+#[cfg(feature = "http3")]
+fn udp_sets(cfg: &Config) -> Result<UdpSets, StartError> {
+    let addrs = if cfg.http3.listen.is_empty() { &cfg.tls.listen } else { &cfg.http3.listen };
+    // A port 0 is each worker's own (the TLS listener's port, bound by the worker).
+    if !cfg.http3.enabled || addrs.is_empty() || addrs.iter().any(|a| a.port() == 0) {
+        return Ok(None);
+    }
+    let (sets, off) = crate::quic::steer::Sets::bind(addrs, cfg.workers as usize).map_err(StartError)?;
+    if let Some(why) = off {
+        eprintln!(
+            "ferrohttpd: http3: packets are not steered to workers by connection ID ({why}): \
+             a client whose address or port changes may lose its connection"
+        );
+    }
+    Ok(Some(sets))
+}
+
+#[cfg(not(feature = "http3"))]
+fn udp_sets(_: &Config) -> Result<UdpSets, StartError> {
+    Ok(None)
+}
+
 fn set_nonblocking(fd: RawFd) {
     // SAFETY: fcntl on a descriptor we own; no memory effects.
     unsafe {
@@ -228,14 +258,17 @@ fn describe(status: libc::c_int) -> String {
     }
 }
 
-/// Forks a worker that runs the event loop on `listeners` (duplicates: the parent keeps
-/// them for the worker's replacement), and writes a byte to `started` once it serves.
+/// Forks worker `i`, which runs the event loop on `listeners` and its sockets of `udp`
+/// (duplicates: the parent keeps them for the worker's replacement), and writes a byte to
+/// `started` once it serves.
 fn spawn(
     cfg: &Config,
     listeners: &[StdListener],
     roles: &[Role],
     reloader: &Reloader,
     started: RawFd,
+    udp: &UdpSets,
+    i: usize,
 ) -> Result<libc::pid_t, StartError> {
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -257,6 +290,13 @@ fn spawn(
             libc::_exit(0);
         }
     }
+    #[cfg(feature = "http3")]
+    if let Some(Err(e)) = udp.as_ref().map(|u| u.adopt(i)) {
+        eprintln!("ferrohttpd: worker: http3 sockets: {e}");
+        std::process::exit(1);
+    }
+    #[cfg(not(feature = "http3"))]
+    let _ = (udp, i);
     let code = match server::from_std(listeners).and_then(|l| Server::new(cfg.clone(), l, roles.to_vec())) {
         Ok(mut server) => {
             // Workers never switch user (refused with workers > 1): preload at once.

@@ -287,3 +287,108 @@ fn listing_and_gallery_in_chromium() {
         }
     }
 }
+
+/// The page of the HTTP/3 test: 60 images; once they have all settled, one line into
+/// `#result`: the page's own protocol, the number of images, how many decoded at their size,
+/// and each image resource's `nextHopProtocol` (name=protocol).
+#[cfg(feature = "http3")]
+fn h3_page(images: usize) -> String {
+    let imgs: String = (0..images).map(|i| format!("<img src=\"/img/{i}.png\" width=\"16\">\n")).collect();
+    format!(
+        r#"<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>h3</title></head><body>
+<pre id="result">pending</pre>
+{imgs}<script>
+const settle = () => {{
+  const imgs = Array.from(document.images);
+  if (imgs.some(im => !im.complete)) {{ setTimeout(settle, 20); return; }}
+  const decoded = imgs.filter(im => im.naturalWidth === 8 + Number(im.src.match(/(\d+)\.png$/)[1]) % 8).length;
+  const nav = performance.getEntriesByType("navigation")[0].nextHopProtocol;
+  const res = performance.getEntriesByType("resource").filter(e => e.name.includes("/img/"))
+    .map(e => e.name.split("/").pop() + "=" + e.nextHopProtocol);
+  document.getElementById("result").textContent = [nav, imgs.length, decoded, res.join(" ")].join("\t");
+}};
+window.addEventListener("load", settle);
+</script></body></html>
+"#
+    )
+}
+
+/// The base64 SHA-256 of the certificate's SubjectPublicKeyInfo, as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it (it will not use QUIC with a certificate
+/// it merely ignores the errors of).
+#[cfg(feature = "http3")]
+fn spki_sha256_base64(cert: &Path) -> String {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("openssl x509 -in \"$1\" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64")
+        .arg("sh")
+        .arg(cert)
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Issue 35: Chromium loads a page with 60 images over HTTP/3 from the server (QUIC forced
+/// for the origin, the test certificate trusted by its key): every image decodes at its own
+/// size, the Resource Timing API reports `h3` for the page and for each image, and the
+/// server's access log has each of those requests as `HTTP/3.0`, none over TCP.
+#[cfg(feature = "http3")]
+#[test]
+fn page_with_60_images_over_http3_in_chromium() {
+    use common::proto;
+    const IMAGES: usize = 60;
+    let Some(bin) = chromium() else { return };
+    let srv = proto::for_every_row(Server::builder().config(proto::tls_section()))
+        .setup(|_, root| {
+            fs::create_dir(root.join("img")).unwrap();
+            for i in 0..IMAGES {
+                // Sizes 8..15 px, a colour of its own.
+                let side = 8 + (i % 8) as u32;
+                let rgb = [(i * 4) as u8, 255 - (i * 4) as u8, (i * 37 % 256) as u8];
+                fs::write(root.join(format!("img/{i}.png")), png(side, side, rgb)).unwrap();
+            }
+            fs::write(root.join("h3.html"), h3_page(IMAGES)).unwrap();
+        })
+        .start();
+    let port = srv.tls_addr().port();
+    let spki = spki_sha256_base64(&srv.dir().join("localhost.crt"));
+    let scratch = tempfile::tempdir().unwrap();
+    let dom = run_chromium(
+        &bin,
+        scratch.path(),
+        &[
+            "--virtual-time-budget=10000",
+            &format!("--origin-to-force-quic-on=localhost:{port}"),
+            &format!("--ignore-certificate-errors-spki-list={spki}"),
+            // The server's UDP socket is on 127.0.0.1 (not ::1).
+            "--host-resolver-rules=MAP localhost 127.0.0.1",
+            "--dump-dom",
+            &format!("https://localhost:{port}/h3.html"),
+        ],
+    );
+    let dom = String::from_utf8_lossy(&dom).into_owned();
+    let start = dom.find("<pre id=\"result\">").unwrap_or_else(|| panic!("no result in the DOM:\n{dom}"));
+    let result = &dom[start + "<pre id=\"result\">".len()..];
+    let result = &result[..result.find("</pre>").unwrap()];
+    assert_ne!(result, "pending", "the page did not finish loading within the time budget");
+    let fields: Vec<&str> = result.split('\t').collect();
+    assert_eq!(fields.len(), 4, "{result}");
+    assert_eq!(fields[0], "h3", "the page's nextHopProtocol: {result}");
+    assert_eq!((fields[1], fields[2]), (IMAGES.to_string().as_str(), IMAGES.to_string().as_str()), "images, decoded");
+    let mut seen: Vec<&str> = fields[3].split(' ').collect();
+    seen.sort_unstable();
+    let mut want: Vec<String> = (0..IMAGES).map(|i| format!("{i}.png=h3")).collect();
+    want.sort_unstable();
+    assert_eq!(seen, want, "each image's nextHopProtocol");
+
+    // The server's side: the page and every image in the access log over HTTP/3, none over
+    // TCP (a fallback to h2 or HTTP/1.1 would show there).
+    let lines = srv.wait_access_log(IMAGES + 1);
+    let ours: Vec<&String> = lines.iter().filter(|l| l.contains("GET /h3.html ") || l.contains("GET /img/")).collect();
+    assert_eq!(ours.len(), IMAGES + 1, "one line for the page and each image:\n{}", lines.join("\n"));
+    for l in &ours {
+        assert!(l.contains(" HTTP/3.0\" 200 "), "not an HTTP/3 200: {l}");
+    }
+}

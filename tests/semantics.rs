@@ -317,11 +317,11 @@ fn unbrotli(data: &[u8]) -> Vec<u8> {
 // One table of cases, run over every protocol and transport the build has (issue 34)
 //
 // A case is a request and what its response must be; `run_table` runs each case over each row
-// of `proto::rows()` (HTTP/1.1, h2c, HTTP/1.1 over TLS, h2 over TLS, as the cargo features
-// allow) against one server per configuration. What the protocols must do differently is not
-// here but in `Proto::check_framing` (status line text over HTTP/1.1; no connection-specific
-// fields and lowercase names over HTTP/2), applied to every response. A later protocol is one
-// more row.
+// of `proto::rows()` (HTTP/1.1, h2c, HTTP/1.1 over TLS, h2 over TLS, HTTP/3, as the cargo
+// features allow) against one server per configuration. What the protocols must do differently
+// is not here but in `Proto::check_framing` (status line text over HTTP/1.1; no
+// connection-specific fields and lowercase names over HTTP/2 and HTTP/3), applied to every
+// response. A later protocol is one more row.
 // ---------------------------------------------------------------------------------------------
 
 /// What a case expects of the body.

@@ -975,3 +975,82 @@ fn h2_client(dial: &Dial, c: usize, stop: &AtomicBool, counts: &Counts) {
         counts.requests.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// HTTP/3 with `workers`: after a binary upgrade the new parent's UDP sockets join a
+/// reuseport group that still holds the old process's, so their numbers are not the
+/// workers' (`quic::steer`): the new parent finds that out with its probes, says that
+/// packets are not steered by connection ID, and serves HTTP/3 all the same, before and
+/// after the old process left. A fresh start steers (no such line).
+#[cfg(feature = "http3")]
+#[test]
+fn http3_with_workers_after_an_upgrade_serves_unsteered_and_says_so() {
+    if std::process::Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        assert!(std::env::var_os("CI").is_none(), "python3 with aioquic is required in CI");
+        eprintln!("note: python3 with aioquic is not installed: skipped");
+        return;
+    }
+    let (plain, tls) = (common::free_port(), common::free_port());
+    let mut srv = Upgradable::start(
+        &format!(
+            "workers = 2\nlisten = [\"127.0.0.1:{plain}\"]\n[tls]\nlisten = [\"127.0.0.1:{tls}\"]\n\
+             cert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n[http3]\nenabled = true\n"
+        ),
+        |dir, root| {
+            common::proto::make_localhost_cert(dir);
+            make_files(root);
+        },
+    );
+    let stderr = |srv: &Upgradable| String::from_utf8_lossy(&srv.stderr.lock().unwrap()).into_owned();
+    let h3_get = || {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3client.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args(["127.0.0.1", &tls.to_string(), "localhost"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(br#"[{"method":"GET","path":"/u0.bin","authority":"localhost"}]"#)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let wait_children = |pid: u32| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while common::children_of(pid).len() < 2 {
+            assert!(Instant::now() < deadline, "the workers did not start");
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_children(srv.child.id());
+    assert!(h3_get().contains("\"status\": 200"), "{}", stderr(&srv));
+    assert!(!stderr(&srv).contains("not steered"), "{}", stderr(&srv));
+    let old = srv.child.id();
+    signal(old, "USR2");
+    let new = srv.wait_new_pid(old, Duration::from_secs(10)).expect("a new process");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stderr(&srv).contains(&format!("upgrade: process {new} serves")) {
+        assert!(Instant::now() < deadline, "{}", stderr(&srv));
+        thread::sleep(Duration::from_millis(20));
+    }
+    let err = stderr(&srv);
+    assert_eq!(err.matches("not steered").count(), 1, "{err}");
+    assert!(err.contains("did not reach its socket"), "{err}");
+    assert!(h3_get().contains("\"status\": 200"));
+    // Once the old process has gone, the new one serves alone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while srv.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the old process did not exit");
+        thread::sleep(Duration::from_millis(20));
+    }
+    wait_children(new);
+    assert!(h3_get().contains("\"status\": 200"));
+}

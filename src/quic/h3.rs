@@ -126,8 +126,11 @@ pub(super) struct H3Conn {
     #[allow(clippy::vec_box)]
     spare_readers: Vec<Box<RequestStream>>,
     spare_fields: Vec<Fields>,
-    /// The socket (for `Exchange::local_ip`), the client, and the SNI name of the handshake.
+    /// The socket, the address the client's datagrams came to (QUIC's: right where the
+    /// socket is bound to a wildcard address; both for `Exchange::local_ip`), the client, and
+    /// the SNI name of the handshake.
     fd: RawFd,
+    local: Option<IpAddr>,
     peer: IpAddr,
     sni: Option<String>,
     /// GOAWAY is to be sent (or was: `session.goaway_sent`).
@@ -168,6 +171,7 @@ impl H3Conn {
             spare_readers: Vec::new(),
             spare_fields: Vec::new(),
             fd,
+            local: None,
             peer,
             sni: None,
             stopping: false,
@@ -187,6 +191,7 @@ impl H3Conn {
                 self.sni = hd.server_name;
             }
         }
+        self.local = conn.local_ip();
         self.control = conn.streams().open(Dir::Uni);
         self.session.control_stream_preamble(&mut self.control_out);
         if stopping {
@@ -509,6 +514,7 @@ impl H3Conn {
         // `ex.tls` stays None: quinn-proto does not tell the suite, and the access log's TLS
         // fields are for TLS over TCP.
         let mut ex = Exchange::new(self.fd, self.peer, cx.clock.now);
+        ex.local = self.local;
         ex.take_head(cx);
         ex
     }

@@ -34,6 +34,7 @@
 //!   sans-IO HTTP/3 and QPACK layer in `crate::h3`.
 
 mod h3;
+pub mod steer;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -282,13 +283,27 @@ impl Quic {
         let server = server_config(cfg, tcp)?;
         let addrs = if cfg.http3.listen.is_empty() { tls_addrs } else { &cfg.http3.listen };
         let mut socks = Vec::new();
+        let mut ecfg = EndpointConfig::default();
+        // `workers = N`: the sockets the parent bound for this worker, and connection IDs
+        // that carry its number (`steer`).
+        let mut adopted = steer::take().filter(|a| a.sockets.len() == addrs.len()).map(|a| {
+            let (index, key) = (a.index, a.key);
+            ecfg.cid_generator(move || Box::new(steer::Gen::new(index, key)));
+            a.sockets.into_iter()
+        });
         for &a in addrs {
-            let sock = bind_udp(a).map_err(|e| format!("http3: bind udp {a}: {e}"))?;
+            let sock = match adopted.as_mut().and_then(Iterator::next) {
+                Some(s) => {
+                    s.set_nonblocking(true).map_err(|e| format!("http3: udp {a}: {e}"))?;
+                    UdpSocket::from_std(s)
+                }
+                None => bind_udp(a).map_err(|e| format!("http3: bind udp {a}: {e}"))?,
+            };
             let state = UdpSocketState::new((&sock).into()).map_err(|e| format!("http3: udp {a}: {e}"))?;
             let local = sock.local_addr().map_err(|e| format!("http3: udp {a}: {e}"))?;
             socks.push(Sock { sock, state, local, stalled: None, waiting: Vec::new(), more: false });
         }
-        let endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::clone(&server)), true, None);
+        let endpoint = Endpoint::new(Arc::new(ecfg), Some(Arc::clone(&server)), true, None);
         Ok(Some(Quic {
             socks,
             endpoint,

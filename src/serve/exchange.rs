@@ -186,6 +186,10 @@ pub(crate) struct Exchange {
     /// The connection's socket, for its local address (thttpd's `-v` without a Host). Valid
     /// for the life of the connection that owns this exchange.
     fd: RawFd,
+    /// The local address when the transport knows it better than `fd` does: HTTP/3, whose
+    /// UDP socket may be bound to a wildcard address (the destination of the client's
+    /// datagrams, from QUIC).
+    pub(crate) local: Option<IpAddr>,
     /// The connection's peer, and the client of the current request: `peer`, or the
     /// address a trusted proxy gave.
     pub(crate) peer: IpAddr,
@@ -229,6 +233,7 @@ impl Exchange {
     pub(crate) fn new(fd: RawFd, peer: IpAddr, now: Instant) -> Exchange {
         Exchange {
             fd,
+            local: None,
             peer,
             client: peer,
             keep: true,
@@ -253,6 +258,9 @@ impl Exchange {
 
     /// The address the connection was accepted on.
     pub(crate) fn local_ip(&self) -> Option<IpAddr> {
+        if let Some(ip) = self.local {
+            return Some(ip.to_canonical());
+        }
         // SAFETY: `fd` is the socket of the connection that owns this exchange, open for as
         // long as the exchange exists; it is only borrowed for this call.
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };

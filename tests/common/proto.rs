@@ -1,8 +1,8 @@
 //! One client for every protocol and transport the build has, so a table of HTTP semantics
 //! cases runs the same over each (`tests/semantics.rs`): HTTP/1.1 over a raw socket, h2c with
-//! prior knowledge, and both over TLS (rustls, ALPN `http/1.1` or `h2`). A later protocol
-//! (HTTP/3) is one more [`Proto`] variant, one more arm in [`fetch`], one more entry in
-//! [`rows`].
+//! prior knowledge, both over TLS (rustls, ALPN `http/1.1` or `h2`), and HTTP/3 over QUIC
+//! (with the `http3` feature: one aioquic client process per connection, `tests/h3client.py
+//! --session`, fed one request at a time).
 //!
 //! Every answer comes back as a [`Response`] with the field names lowercased (HTTP/2 sends
 //! them so; HTTP/1.1 names are case-insensitive), so the checks read the same for every row.
@@ -34,11 +34,16 @@ pub enum Proto {
     /// HTTP/2 over TLS, ALPN `h2`.
     #[cfg(all(feature = "tls", feature = "http2"))]
     H2Tls,
+    /// HTTP/3 over QUIC, on the UDP port of the TLS listener (`[http3] enabled`).
+    #[cfg(feature = "http3")]
+    H3,
 }
 
-/// Every row this build can run: the protocols its cargo features have.
+/// Every row this build can run: the protocols its cargo features have (HTTP/3 only where
+/// its client, Python's aioquic, is installed; see [`h3::available`]).
 pub fn rows() -> Vec<Proto> {
-    vec![
+    #[allow(unused_mut)]
+    let mut rows = vec![
         Proto::H1,
         #[cfg(feature = "http2")]
         Proto::H2c,
@@ -46,7 +51,12 @@ pub fn rows() -> Vec<Proto> {
         Proto::H1Tls,
         #[cfg(all(feature = "tls", feature = "http2"))]
         Proto::H2Tls,
-    ]
+    ];
+    #[cfg(feature = "http3")]
+    if h3::available() {
+        rows.push(Proto::H3);
+    }
+    rows
 }
 
 impl Proto {
@@ -59,6 +69,8 @@ impl Proto {
             Proto::H1Tls => "HTTP/1.1 over TLS",
             #[cfg(all(feature = "tls", feature = "http2"))]
             Proto::H2Tls => "h2 over TLS",
+            #[cfg(feature = "http3")]
+            Proto::H3 => "HTTP/3",
         }
     }
 
@@ -71,27 +83,40 @@ impl Proto {
             Proto::H1Tls => false,
             #[cfg(all(feature = "tls", feature = "http2"))]
             Proto::H2Tls => true,
+            #[cfg(feature = "http3")]
+            Proto::H3 => false,
+        }
+    }
+
+    /// The version of a protocol whose heads are fields only (no status text, lowercase
+    /// names): HTTP/2 and HTTP/3; `None` for HTTP/1.1.
+    fn fields_only(self) -> Option<&'static str> {
+        match self {
+            #[cfg(feature = "http3")]
+            Proto::H3 => Some("HTTP/3"),
+            _ if self.is_h2() => Some("HTTP/2"),
+            _ => None,
         }
     }
 
     /// What each protocol's framing must look like, whatever the case (`raw_names`: the field
     /// names as received, before lowercasing):
     /// - HTTP/1.1 (RFC 9112 §4): `HTTP/1.1 NNN reason`, with the standard reason phrase.
-    /// - HTTP/2 (RFC 9113 §8.2.2, §8.3.2): no status text; lowercase names; none of the
-    ///   connection-specific fields (`Connection`, `Keep-Alive`, `Proxy-Connection`,
-    ///   `Transfer-Encoding`, `Upgrade`).
+    /// - HTTP/2 (RFC 9113 §8.2.2, §8.3.2) and HTTP/3 (RFC 9114 §4.2, §4.3.2): no status
+    ///   text; lowercase names; none of the connection-specific fields (`Connection`,
+    ///   `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`).
     pub fn check_framing(self, r: &Response, raw_names: &[String]) -> Result<(), String> {
-        if self.is_h2() {
-            if r.version != "HTTP/2" || !r.reason.is_empty() {
-                return Err(format!("expected an HTTP/2 head with no reason phrase:\n{}", r.describe()));
+        if let Some(version) = self.fields_only() {
+            if r.version != version || !r.reason.is_empty() {
+                return Err(format!("expected an {version} head with no reason phrase:\n{}", r.describe()));
             }
             if let Some(n) = raw_names.iter().find(|n| **n != n.to_ascii_lowercase()) {
-                return Err(format!("HTTP/2 field name {n:?} is not lowercase (RFC 9113 §8.2.1)"));
+                return Err(format!("{version} field name {n:?} is not lowercase (RFC 9113 §8.2.1, RFC 9114 §4.2)"));
             }
             for n in ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"] {
                 if r.header(n).is_some() {
                     return Err(format!(
-                        "connection-specific field {n} over HTTP/2 (RFC 9113 §8.2.2):\n{}",
+                        "connection-specific field {n} over {version} (RFC 9113 §8.2.2, RFC 9114 §4.2):\n{}",
                         r.describe()
                     ));
                 }
@@ -125,9 +150,13 @@ fn reason_phrase(status: u16) -> &'static str {
 }
 
 /// The `[tls]` section that gives a server a TLS listener with the `localhost` certificate
-/// [`make_localhost_cert`] writes into its temp dir (empty without the `tls` feature).
+/// [`make_localhost_cert`] writes into its temp dir (empty without the `tls` feature), and
+/// with the `http3` feature HTTP/3 on its port.
 pub fn tls_section() -> &'static str {
-    if cfg!(feature = "tls") {
+    if cfg!(feature = "http3") {
+        "\n[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"\n\
+         [http3]\nenabled = true\n"
+    } else if cfg!(feature = "tls") {
         "\n[tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{dir}/localhost.crt\"\nkey = \"{dir}/localhost.key\"\n"
     } else {
         ""
@@ -183,6 +212,9 @@ pub struct Client<'a> {
     srv: &'a Server,
     proto: Proto,
     conn: Option<Conn>,
+    /// A connection could not be made: the server is gone or does not speak the protocol;
+    /// the next requests fail at once with this (not each after its own timeout).
+    unreachable: Option<String>,
 }
 
 /// A byte stream: a socket or a TLS session over one.
@@ -190,52 +222,62 @@ trait Io: Read + Write {}
 impl<T: Read + Write> Io for T {}
 
 struct Conn {
-    io: Box<dyn Io>,
+    wire: Wire,
     /// How many exchanges the connection has carried.
     served: usize,
+}
+
+/// What a connection speaks.
+enum Wire {
+    H1(Box<dyn Io>),
     #[cfg(feature = "http2")]
-    h2: Option<H2Conn>,
+    H2(Box<dyn Io>, H2Conn),
+    #[cfg(feature = "http3")]
+    H3(h3::Session),
 }
 
 impl<'a> Client<'a> {
     pub fn new(srv: &'a Server, proto: Proto) -> Self {
-        Client { srv, proto, conn: None }
+        Client { srv, proto, conn: None, unreachable: None }
     }
 
     fn open(&self) -> Result<Conn, String> {
-        let io: Box<dyn Io> = match self.proto {
-            Proto::H1 => Box::new(self.srv.connect()),
-            #[cfg(feature = "http2")]
-            Proto::H2c => Box::new(self.srv.connect()),
-            #[cfg(feature = "tls")]
-            Proto::H1Tls => Box::new(tls::connect(self.srv, b"http/1.1")?),
-            #[cfg(all(feature = "tls", feature = "http2"))]
-            Proto::H2Tls => Box::new(tls::connect(self.srv, b"h2")?),
-        };
         #[cfg(feature = "http2")]
-        {
-            let mut io = io;
-            let h2 = if self.proto.is_h2() { Some(H2Conn::start(&mut io)?) } else { None };
-            Ok(Conn { io, served: 0, h2 })
-        }
-        #[cfg(not(feature = "http2"))]
-        Ok(Conn { io, served: 0 })
+        let h2 = |mut io: Box<dyn Io>| H2Conn::start(&mut io).map(|h2| Wire::H2(io, h2));
+        let wire = match self.proto {
+            Proto::H1 => Wire::H1(Box::new(self.srv.connect())),
+            #[cfg(feature = "http2")]
+            Proto::H2c => h2(Box::new(self.srv.connect()))?,
+            #[cfg(feature = "tls")]
+            Proto::H1Tls => Wire::H1(Box::new(tls::connect(self.srv, b"http/1.1")?)),
+            #[cfg(all(feature = "tls", feature = "http2"))]
+            Proto::H2Tls => h2(Box::new(tls::connect(self.srv, b"h2")?))?,
+            #[cfg(feature = "http3")]
+            Proto::H3 => Wire::H3(h3::Session::start(self.srv)?),
+        };
+        Ok(Conn { wire, served: 0 })
     }
 
     /// One request; see [`fetch`].
     pub fn fetch(&mut self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<Response, String> {
         let what = |e: String| format!("{} {method} {path}: {e}", self.proto.name());
+        if let Some(e) = &self.unreachable {
+            return Err(what(format!("not tried: an earlier connection could not be made: {e}")));
+        }
         let mut conn = match self.conn.take() {
             Some(c) => c,
-            None => self.open().map_err(what)?,
+            None => self.open().map_err(|e| {
+                self.unreachable = Some(e.clone());
+                what(e)
+            })?,
         };
-        #[cfg(feature = "http2")]
-        let res = match &mut conn.h2 {
-            Some(h2) => h2.exchange(&mut conn.io, method, path, fields).map(|r| (r, true)),
-            None => h1(&mut conn.io, method, path, fields),
+        let res = match &mut conn.wire {
+            Wire::H1(io) => h1(io, method, path, fields),
+            #[cfg(feature = "http2")]
+            Wire::H2(io, h2) => h2.exchange(io, method, path, fields).map(|r| (r, true)),
+            #[cfg(feature = "http3")]
+            Wire::H3(s) => s.exchange(method, path, fields).map(|r| (r, true)),
         };
-        #[cfg(not(feature = "http2"))]
-        let res = h1(&mut conn.io, method, path, fields);
         let (r, keep) = res.map_err(|e| {
             if conn.served > 0 {
                 what(format!("{e}\n  (on a connection that carried {} earlier exchange(s))", conn.served))
@@ -483,5 +525,167 @@ pub mod tls {
             return Err(format!("ALPN {:?}, offered {:?}", s.conn.alpn_protocol(), alpn));
         }
         Ok(s)
+    }
+}
+
+/// The HTTP/3 row's client: `tests/h3client.py --session` (Python's aioquic), one process
+/// per QUIC connection, one request at a time over its stdin, one response per line of its
+/// stdout.
+#[cfg(feature = "http3")]
+pub mod h3 {
+    use std::fmt::Write as _;
+    use std::io::{BufRead, BufReader, Write};
+    use std::path::Path;
+    use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    use super::super::json::{parse_json, Json};
+    use super::{Response, Server};
+
+    /// Whether python3 with aioquic is here (asked once per test binary). Without it the
+    /// HTTP/3 row is left out, saying so; in CI (`CI` set, `.ci/run` installs it) that is a
+    /// failure.
+    pub fn available() -> bool {
+        static HAVE: OnceLock<bool> = OnceLock::new();
+        let have = *HAVE.get_or_init(|| {
+            let ok = Command::new("python3")
+                .args(["-c", "import aioquic"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                eprintln!(
+                    "note: python3 with aioquic is not installed: the HTTP/3 row is skipped (pip install aioquic)"
+                );
+            }
+            ok
+        });
+        assert!(
+            have || std::env::var_os("CI").is_none(),
+            "python3 with aioquic is required in CI (.ci/run installs it)"
+        );
+        have
+    }
+
+    /// One QUIC connection to the server's TLS port (UDP), SNI `localhost`.
+    pub struct Session {
+        child: Child,
+        stdin: Option<ChildStdin>,
+        stdout: BufReader<ChildStdout>,
+    }
+
+    impl Session {
+        pub fn start(srv: &Server) -> Result<Self, String> {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3client.py");
+            let mut child = Command::new("python3")
+                .arg(script)
+                .args(["--session", "127.0.0.1", &srv.tls_addr().port().to_string(), "localhost"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("python3: {e}"))?;
+            let stdin = child.stdin.take();
+            let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+            let mut s = Session { child, stdin, stdout };
+            // The handshake (bounded by the client: 5 s).
+            let v = s.answer().map_err(|e| format!("QUIC handshake: {e}"))?;
+            if v.get("connected") != Some(&Json::Bool(true)) {
+                return Err(format!("QUIC handshake: {v:?}"));
+            }
+            Ok(s)
+        }
+
+        /// The client's next line, an `error` line as an `Err`.
+        fn answer(&mut self) -> Result<Json, String> {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).map_err(|e| format!("from the client: {e}"))?;
+            if line.is_empty() {
+                return Err("the client exited without an answer".into());
+            }
+            let v = parse_json(&line).map_err(|e| format!("{e}: {line}"))?;
+            match v.get("error") {
+                Some(e) => Err(format!("no response: {}", e.str().unwrap_or("?"))),
+                None => Ok(v),
+            }
+        }
+
+        /// One request on the next stream; its response with the field names as received.
+        /// The client bounds each exchange (10 s) and answers every line.
+        pub fn exchange(&mut self, method: &str, path: &str, fields: &[(&str, &str)]) -> Result<Response, String> {
+            let mut req = format!(
+                "{{\"method\":{},\"path\":{},\"authority\":\"localhost\",\"headers\":[",
+                json_str(method),
+                json_str(path)
+            );
+            for (i, (n, v)) in fields.iter().enumerate() {
+                let _ = write!(req, "{}[{},{}]", if i > 0 { "," } else { "" }, json_str(n), json_str(v));
+            }
+            req.push_str("]}\n");
+            let stdin = self.stdin.as_mut().ok_or("the client's stdin is closed")?;
+            stdin.write_all(req.as_bytes()).and_then(|()| stdin.flush()).map_err(|e| format!("to the client: {e}"))?;
+            let v = self.answer()?;
+            if v.get("reset") == Some(&Json::Bool(true)) {
+                return Err("the server reset the stream".into());
+            }
+            let status = v.num(&["status"])? as u16;
+            let Some(Json::Arr(pairs)) = v.get("headers") else { return Err(format!("no headers: {v:?}")) };
+            let mut headers = Vec::new();
+            for p in pairs {
+                let Json::Arr(nv) = p else { return Err(format!("bad field {p:?}")) };
+                match (nv.first().and_then(Json::str), nv.get(1).and_then(Json::str)) {
+                    (Some(n), Some(v)) => headers.push((n.to_string(), v.to_string())),
+                    _ => return Err(format!("bad field {p:?}")),
+                }
+            }
+            let body = unhex(v.get("body_hex").and_then(Json::str).ok_or("no body")?)?;
+            Ok(Response {
+                status_line: format!("HTTP/3 {status}"),
+                version: "HTTP/3".into(),
+                status,
+                reason: String::new(),
+                headers,
+                body,
+            })
+        }
+    }
+
+    impl Drop for Session {
+        /// Closing stdin ends the client (it closes the connection); bounded, then killed.
+        fn drop(&mut self) {
+            drop(self.stdin.take());
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// A JSON string literal.
+    fn json_str(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if (c as u32) < 0x20 => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    fn unhex(s: &str) -> Result<Vec<u8>, String> {
+        let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8).ok_or_else(|| format!("not hex: {b}"));
+        s.as_bytes().chunks(2).map(|p| Ok(digit(p[0])? << 4 | digit(*p.get(1).ok_or("odd hex")?)?)).collect()
     }
 }
