@@ -85,6 +85,7 @@ mod tests;
 use std::fmt;
 
 use crate::http::huffman;
+use crate::http::prefixed::{self, write_integer, Rules, Str};
 
 use table::{static_name_index, DynTable, ENTRY_OVERHEAD, STATIC};
 
@@ -119,23 +120,6 @@ pub struct Decoder {
     limit: usize,
     /// Huffman-decoded names and values of the current field.
     scratch: Vec<u8>,
-}
-
-/// Where a decoded string is: in the static table, in the block, or in the scratch buffer.
-enum Str {
-    Static(&'static [u8]),
-    Block(usize, usize),
-    Scratch(usize, usize),
-}
-
-impl Str {
-    fn get<'a>(&self, block: &'a [u8], scratch: &'a [u8]) -> &'a [u8] {
-        match *self {
-            Str::Static(s) => s,
-            Str::Block(a, b) => &block[a..b],
-            Str::Scratch(a, b) => &scratch[a..b],
-        }
-    }
 }
 
 /// Hands decoded fields to the callback until the first refusal or the list size limit.
@@ -253,80 +237,32 @@ fn lookup(table: &DynTable, i: usize) -> Result<(&[u8], &[u8]), &'static str> {
     }
 }
 
-/// Integers above this are refused (no HPACK quantity here comes near it: lengths are bounded
-/// by the block, indices and sizes by the tables).
-const MAX_INTEGER: u64 = u32::MAX as u64;
+/// HPACK's integers and strings: integers above `u32::MAX` are refused (no HPACK quantity
+/// here comes near it: lengths are bounded by the block, indices and sizes by the tables),
+/// and so is a sixth continuation byte, as soon as the fifth announces it.
+const RULES: Rules = Rules {
+    max: u32::MAX as u64,
+    last_shift: 28,
+    refuse_at_last: true,
+    string_expected: "truncated block: string expected",
+    string_beyond: "string length beyond the block",
+};
 
 /// Reads an integer with an `n`-bit prefix at `block[*pos]` (§5.1), which must exist.
 fn integer(block: &[u8], pos: &mut usize, n: u32) -> Result<usize, &'static str> {
-    let mask = ((1u16 << n) - 1) as u8;
-    let mut v = (block[*pos] & mask) as u64;
-    *pos += 1;
-    if v < mask as u64 {
-        return Ok(v as usize);
-    }
-    let mut shift = 0;
-    loop {
-        let Some(&b) = block.get(*pos) else { return Err("truncated integer") };
-        *pos += 1;
-        v += ((b & 0x7f) as u64) << shift;
-        if b & 0x80 == 0 {
-            break;
-        }
-        shift += 7;
-        if shift > 28 {
-            return Err("integer overflow");
-        }
-    }
-    if v > MAX_INTEGER {
-        return Err("integer overflow");
-    }
-    usize::try_from(v).map_err(|_| "integer overflow")
+    // At most u32::MAX: a usize.
+    prefixed::integer(block, pos, n, &RULES).map(|v| v as usize)
 }
 
 /// Reads a string literal (§5.2) at `*pos`; a Huffman-coded one is decoded onto `scratch`.
 fn string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<Str, &'static str> {
-    let Some(&b) = block.get(*pos) else { return Err("truncated block: string expected") };
-    let len = integer(block, pos, 7)?;
-    if len > block.len() - *pos {
-        return Err("string length beyond the block");
-    }
-    let (start, end) = (*pos, *pos + len);
-    *pos = end;
-    if b & 0x80 == 0 {
-        return Ok(Str::Block(start, end));
-    }
-    let from = scratch.len();
-    huffman::decode(&block[start..end], scratch)?;
-    Ok(Str::Scratch(from, scratch.len()))
-}
-
-/// Writes `v` with an `n`-bit prefix; `flags` holds the representation's leading bits.
-fn write_integer(out: &mut Vec<u8>, flags: u8, n: u32, v: usize) {
-    let mask = (1usize << n) - 1;
-    if v < mask {
-        out.push(flags | v as u8);
-        return;
-    }
-    out.push(flags | mask as u8);
-    let mut v = v - mask;
-    while v >= 0x80 {
-        out.push(0x80 | (v & 0x7f) as u8);
-        v >>= 7;
-    }
-    out.push(v as u8);
+    prefixed::string(block, pos, 7, &RULES, scratch)
 }
 
 /// Writes a string literal, Huffman-coded when `huffman` and that is not longer.
 fn write_string(out: &mut Vec<u8>, s: &[u8], huffman: bool) {
     let coded = if huffman { huffman::encoded_len(s) } else { usize::MAX };
-    if coded <= s.len() {
-        write_integer(out, 0x80, 7, coded);
-        huffman::encode(s, out);
-    } else {
-        write_integer(out, 0, 7, s.len());
-        out.extend_from_slice(s);
-    }
+    prefixed::write_string(out, 0, 7, s, (coded <= s.len()).then_some(coded));
 }
 
 /// The largest dynamic table the encoder uses, whatever the peer allows.

@@ -66,6 +66,7 @@ use std::fmt;
 
 use super::frame::{self, Code, ConnError};
 use crate::http::huffman;
+use crate::http::prefixed::{self, write_integer, Rules, Str};
 use table::{static_name, STATIC};
 
 /// The overhead RFC 9114 §4.2.2 counts per field (as HTTP/2's header list size).
@@ -100,23 +101,6 @@ const SCRATCH_KEEP: usize = 16 * 1024;
 #[derive(Debug, Default)]
 pub struct Decoder {
     scratch: Vec<u8>,
-}
-
-/// Where a decoded string is: in the static table, in the section, or in the scratch.
-enum Str {
-    Static(&'static [u8]),
-    Section(usize, usize),
-    Scratch(usize, usize),
-}
-
-impl Str {
-    fn get<'a>(&self, section: &'a [u8], scratch: &'a [u8]) -> &'a [u8] {
-        match *self {
-            Str::Static(s) => s,
-            Str::Section(a, b) => &section[a..b],
-            Str::Scratch(a, b) => &scratch[a..b],
-        }
-    }
 }
 
 impl Decoder {
@@ -206,82 +190,34 @@ fn lookup(i: u64) -> Result<(&'static [u8], &'static [u8]), &'static str> {
     usize::try_from(i).ok().and_then(|i| STATIC.get(i)).copied().ok_or("static index above 98")
 }
 
-/// Reads a prefixed integer (RFC 7541 §5.1, as RFC 9204 §4.1.1 uses it) with an `n`-bit
-/// prefix at `buf[*pos]`, which must exist. Values are refused above 2^62 - 1 (§4.1.1:
-/// what an implementation must decode); no valid field section needs more than a string
-/// length.
+/// QPACK's integers and strings (RFC 7541 §5.1 and §5.2, as RFC 9204 §4.1.1 and §4.1.2 use
+/// them): integers are refused above 2^62 - 1 (§4.1.1: what an implementation must decode;
+/// no valid field section needs more than a string length), and so is a tenth continuation
+/// byte, once it is there.
+const RULES: Rules = Rules {
+    max: super::varint::MAX,
+    last_shift: 56,
+    refuse_at_last: false,
+    string_expected: "truncated section: string expected",
+    string_beyond: "string length beyond the section",
+};
+
+/// Reads an integer with an `n`-bit prefix at `buf[*pos]`, which must exist.
 fn integer(buf: &[u8], pos: &mut usize, n: u32) -> Result<u64, &'static str> {
-    let mask = ((1u16 << n) - 1) as u8;
-    let mut v = u64::from(buf[*pos] & mask);
-    *pos += 1;
-    if v < u64::from(mask) {
-        return Ok(v);
-    }
-    let mut shift = 0;
-    loop {
-        let Some(&b) = buf.get(*pos) else { return Err("truncated integer") };
-        *pos += 1;
-        if shift > 56 {
-            return Err("integer overflow");
-        }
-        v = v.checked_add(u64::from(b & 0x7f) << shift).ok_or("integer overflow")?;
-        if b & 0x80 == 0 {
-            break;
-        }
-        shift += 7;
-    }
-    if v > super::varint::MAX {
-        return Err("integer overflow");
-    }
-    Ok(v)
+    prefixed::integer(buf, pos, n, &RULES)
 }
 
 /// Reads a string literal whose Huffman flag is the bit above an `n`-bit length prefix; a
 /// Huffman-coded one is decoded onto `scratch`.
 fn string(buf: &[u8], pos: &mut usize, n: u32, scratch: &mut Vec<u8>) -> Result<Str, &'static str> {
-    let Some(&b) = buf.get(*pos) else { return Err("truncated section: string expected") };
-    let len = integer(buf, pos, n)?;
-    let rest = (buf.len() - *pos) as u64;
-    if len > rest {
-        return Err("string length beyond the section");
-    }
-    let (start, end) = (*pos, *pos + len as usize);
-    *pos = end;
-    if b & (1 << n) == 0 {
-        return Ok(Str::Section(start, end));
-    }
-    let from = scratch.len();
-    huffman::decode(&buf[start..end], scratch)?;
-    Ok(Str::Scratch(from, scratch.len()))
-}
-
-/// Writes `v` with an `n`-bit prefix; `flags` holds the representation's leading bits.
-fn write_integer(out: &mut Vec<u8>, flags: u8, n: u32, v: usize) {
-    let mask = (1usize << n) - 1;
-    if v < mask {
-        out.push(flags | v as u8);
-        return;
-    }
-    out.push(flags | mask as u8);
-    let mut v = v - mask;
-    while v >= 0x80 {
-        out.push(0x80 | (v & 0x7f) as u8);
-        v >>= 7;
-    }
-    out.push(v as u8);
+    prefixed::string(buf, pos, n, &RULES, scratch)
 }
 
 /// Writes a string literal with an `n`-bit length prefix under `flags`, Huffman-coded (the
 /// bit above the prefix) unless that is longer.
 fn write_string(out: &mut Vec<u8>, flags: u8, n: u32, s: &[u8]) {
     let coded = huffman::encoded_len(s);
-    if coded < s.len() {
-        write_integer(out, flags | 1 << n, n, coded);
-        huffman::encode(s, out);
-    } else {
-        write_integer(out, flags, n, s.len());
-        out.extend_from_slice(s);
-    }
+    prefixed::write_string(out, flags, n, s, (coded < s.len()).then_some(coded));
 }
 
 /// The static index of `:status: status`, for the 14 codes the table has.

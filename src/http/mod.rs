@@ -18,6 +18,8 @@ pub mod media;
 pub mod mime;
 pub mod net;
 #[cfg(any(feature = "http2", feature = "http3"))]
+pub(crate) mod prefixed;
+#[cfg(any(feature = "http2", feature = "http3"))]
 pub mod priority;
 pub mod range;
 pub mod request;
