@@ -35,17 +35,7 @@ impl H3Response {
 
 /// Whether the aioquic client can run here; in CI a missing one is a failure.
 fn have_client() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import aioquic"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "python3 with aioquic is required in CI (.ci/run installs it)");
-        eprintln!("note: python3 with aioquic is not installed: the HTTP/3 tests are skipped (pip install aioquic)");
-    }
-    ok
+    have_aioquic("the HTTP/3 tests are")
 }
 
 /// One request: method, path, authority, extra fields.
@@ -466,6 +456,7 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     assert_eq!((st["accepted"], st["retries"], st["validated"]), (1, 0, 0), "no Retry below the threshold: {st:?}");
     let rss = srv.status_kb("VmRSS");
     let port = srv.tls_addr().port().to_string();
+    let drops = udp_rcvbuf_drops();
     let mut flood = quicflood(&["flood", "127.0.0.1", &port, "2000", "50"]);
     let mut start = String::new();
     let mut out = std::io::BufReader::new(flood.stdout.take().unwrap());
@@ -478,13 +469,19 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     assert!(flood.wait().unwrap().success());
     let after = h3(&srv, "localhost", &get).unwrap();
     let grown = srv.status_kb("VmRSS").saturating_sub(rss);
+    let drops = udp_rcvbuf_drops() - drops;
     let st = h3_status(&srv);
-    eprintln!("flood: {sent}; status {st:?}; VmRSS +{grown} kB");
+    eprintln!("flood: {sent}; status {st:?}; VmRSS +{grown} kB; UDP receive-buffer drops {drops}");
     assert_eq!((after[0].status, &after[0].sha256), (200, &sha256(FILE_TXT)), "served after the flood");
     let during = during.unwrap();
     assert_eq!(during[0].status, 200, "served during the flood");
     assert!(st["handshaking"] <= 128 && st["accepted"] <= 128 + 3, "handshakes bounded: {st:?}");
-    assert!(st["retries"] >= 500, "the flood got Retries: {st:?}");
+    // Each of the flood's Initials was accepted, got a Retry, or was dropped by the kernel
+    // before the server read it (a slow debug build on a loaded machine drops most).
+    assert!(
+        st["retries"] > 0 && st["retries"] + st["accepted"] + drops >= 1_800,
+        "the flood got Retries: {st:?}, {drops} drops"
+    );
     assert_eq!(st["validated"], 2, "both real clients came back validated: {st:?}");
     assert_eq!(st["refused"], 0, "{st:?}");
     assert!(grown < 16 * 1024, "VmRSS grew by {grown} kB");

@@ -20,17 +20,7 @@ const WORKERS: usize = 4;
 const SIZE: usize = 512 * 1024;
 
 fn have_client() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import aioquic"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "python3 with aioquic is required in CI (.ci/run installs it)");
-        eprintln!("note: python3 with aioquic is not installed: the HTTP/3 workers tests are skipped");
-    }
-    ok
+    have_aioquic("the HTTP/3 workers tests are")
 }
 
 fn sha256(bytes: &[u8]) -> String {

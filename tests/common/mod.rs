@@ -1417,3 +1417,19 @@ pub fn wait_executable(path: &Path) {
     }
     panic!("{} stays busy", path.display());
 }
+
+/// Whether python3 with aioquic (the HTTP/3 tests' client) is here. Without it the caller
+/// skips `what`, saying so; in CI (`CI` set: `.ci/run` installs it) a missing one fails.
+pub fn have_aioquic(what: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "python3 with aioquic is required in CI (.ci/run installs it)");
+        eprintln!("note: python3 with aioquic is not installed: {what} skipped (pip install aioquic)");
+    }
+    ok
+}

@@ -548,25 +548,7 @@ pub mod h3 {
     /// failure.
     pub fn available() -> bool {
         static HAVE: OnceLock<bool> = OnceLock::new();
-        let have = *HAVE.get_or_init(|| {
-            let ok = Command::new("python3")
-                .args(["-c", "import aioquic"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                eprintln!(
-                    "note: python3 with aioquic is not installed: the HTTP/3 row is skipped (pip install aioquic)"
-                );
-            }
-            ok
-        });
-        assert!(
-            have || std::env::var_os("CI").is_none(),
-            "python3 with aioquic is required in CI (.ci/run installs it)"
-        );
-        have
+        *HAVE.get_or_init(|| super::super::have_aioquic("the HTTP/3 row is"))
     }
 
     /// One QUIC connection to the server's TLS port (UDP), SNI `localhost`.
