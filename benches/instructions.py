@@ -183,13 +183,7 @@ def count(binary, root, kind, n, work):
 
 def count_h2c(binary, root, path, n, clients, streams, work):
     def drive(port):
-        r = subprocess.run(
-            ["h2load", "-n", str(n), "-c", str(clients), "-m", str(streams), f"http://127.0.0.1:{port}/{path}"],
-            capture_output=True, text=True, timeout=600,
-        )
-        m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", r.stdout)
-        if not m or int(m.group(2)) != n:
-            raise OSError(f"h2load did not complete {n} requests: {r.stdout[-400:]}{r.stderr[-400:]}")
+        h2load(f"http://127.0.0.1:{port}/{path}", n, clients, streams)
 
     return under_callgrind(
         binary,
@@ -218,9 +212,10 @@ def tls_config(root, work, streams, h3):
     return config
 
 
-def h2load_tls(port, path, n, clients, streams):
+def h2load(url, n, clients, streams):
+    """`h2load -n N -c C -m M URL`; an error unless all N requests succeeded."""
     r = subprocess.run(
-        ["h2load", "-n", str(n), "-c", str(clients), "-m", str(streams), f"https://127.0.0.1:{port}/{path}"],
+        ["h2load", "-n", str(n), "-c", str(clients), "-m", str(streams), url],
         capture_output=True, text=True, timeout=600,
     )
     m = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", r.stdout)
@@ -316,8 +311,8 @@ def main():
             print(f"instructions per request (callgrind, HTTP/2 over TLS, {args.size}, h2load -n {args.requests} "
                   f"-c {c} -m {args.streams} minus -n {c} -c {c})")
             for b in args.binaries:
-                many = under_callgrind(b, config, work, lambda p: h2load_tls(p, args.file, args.requests, c, args.streams))
-                few = under_callgrind(b, config, work, lambda p: h2load_tls(p, args.file, c, c, 1))
+                many = under_callgrind(b, config, work, lambda p: h2load(f"https://127.0.0.1:{p}/{args.file}", args.requests, c, args.streams))
+                few = under_callgrind(b, config, work, lambda p: h2load(f"https://127.0.0.1:{p}/{args.file}", c, c, 1))
                 print(f"{b:<50} {per(size, (many - few) / (args.requests - c))}")
             return
         if args.h3:
@@ -378,7 +373,7 @@ def cpu(args, root, work, size):
         for r in range(args.rounds):
             for b, port, pid in servers:
                 row = []
-                for run in (lambda: gtlsclient(port, args.file, n), lambda: h2load_tls(port, args.file, n, 1, m)):
+                for run in (lambda: gtlsclient(port, args.file, n), lambda: h2load(f"https://127.0.0.1:{port}/{args.file}", n, 1, m)):
                     t0 = cpu_ns(pid)
                     run()
                     row.append((cpu_ns(pid) - t0) / n / 1000)
