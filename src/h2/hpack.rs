@@ -110,9 +110,6 @@ impl<E: fmt::Display> fmt::Display for DecodeError<E> {
     }
 }
 
-/// The decoder's Huffman scratch is given back after a block that needed more than this.
-const SCRATCH_KEEP: usize = 16 * 1024;
-
 /// Decodes the header blocks of one connection (one direction).
 pub struct Decoder {
     table: DynTable,
@@ -163,9 +160,7 @@ impl Decoder {
     {
         let mut sink = Sink { f: &mut f, list: 0, max: max_list_size, failed: None };
         let result = self.run(block, &mut sink);
-        if self.scratch.capacity() > SCRATCH_KEEP {
-            self.scratch = Vec::new();
-        }
+        prefixed::release_scratch(&mut self.scratch);
         match (result, sink.failed) {
             (Err(why), _) => Err(DecodeError::Compression(why)),
             (Ok(()), Some(e)) => Err(e),

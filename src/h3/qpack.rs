@@ -94,9 +94,6 @@ impl<E: fmt::Display> fmt::Display for DecodeError<E> {
     }
 }
 
-/// The decoder's Huffman scratch is given back after a section that needed more than this.
-const SCRATCH_KEEP: usize = 16 * 1024;
-
 /// Decodes field sections (stateless but for its Huffman scratch buffer).
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -126,9 +123,7 @@ impl Decoder {
                 failed = Some(DecodeError::Field(e));
             }
         });
-        if self.scratch.capacity() > SCRATCH_KEEP {
-            self.scratch = Vec::new();
-        }
+        prefixed::release_scratch(&mut self.scratch);
         match (result, failed) {
             (Err(why), _) => Err(DecodeError::Decompression(why)),
             (Ok(()), Some(e)) => Err(e),

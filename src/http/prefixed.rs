@@ -98,6 +98,17 @@ pub fn string(buf: &[u8], pos: &mut usize, n: u32, rules: &Rules, scratch: &mut 
     Ok(Str::Scratch(from, scratch.len()))
 }
 
+/// A decoder's Huffman scratch buffer is given back after a field section that grew it past
+/// this (one large section must not keep its memory for the connection's life).
+const SCRATCH_KEEP: usize = 16 * 1024;
+
+/// Gives back `scratch` if the section just decoded grew it past [`SCRATCH_KEEP`].
+pub fn release_scratch(scratch: &mut Vec<u8>) {
+    if scratch.capacity() > SCRATCH_KEEP {
+        *scratch = Vec::new();
+    }
+}
+
 /// Writes `v` with an `n`-bit prefix; `flags` holds the representation's leading bits.
 pub fn write_integer(out: &mut Vec<u8>, flags: u8, n: u32, v: usize) {
     let mask = (1usize << n) - 1;
