@@ -41,7 +41,7 @@ use ferrohttpd::http::conditional::{self, Conditions, Outcome, Validators};
 use ferrohttpd::http::mime::MimeTypes;
 use ferrohttpd::http::range::{self, RangeSpec};
 use ferrohttpd::http::request::{parse, Limits};
-use ferrohttpd::http::response::{error_body, fixed_fields, Head};
+use ferrohttpd::http::response::{error_body, fixed_fields, FieldSpans, Head};
 
 /// The server's default limits (`Config::default()`).
 const LIMITS: Limits = Limits { max_header_bytes: 16 * 1024, max_uri_bytes: 8 * 1024, max_headers: 100 };
@@ -358,11 +358,13 @@ fn bench_resolve(c: &mut Criterion) {
 fn bench_response(c: &mut Criterion) {
     let mut g = c.benchmark_group("response");
     let mut buf = Vec::with_capacity(512);
+    // HTTP/1.1's: not recording.
+    let mut spans = FieldSpans::default();
     // `Server`, rendered once at start-up as the server does.
     let fixed = fixed_fields("ferrohttpd", None);
     g.bench_function("head_200", |b| {
         b.iter(|| {
-            let mut h = Head::new(&mut buf, black_box(200), black_box(DATE), black_box(&fixed));
+            let mut h = Head::new(&mut buf, &mut spans, black_box(200), black_box(DATE), black_box(&fixed));
             h.field("Content-Type", black_box(b"text/html; charset=utf-8"));
             h.number("Content-Length", black_box(4096));
             h.field("Accept-Ranges", b"bytes");
@@ -374,7 +376,7 @@ fn bench_response(c: &mut Criterion) {
     });
     g.bench_function("head_404_close_http10", |b| {
         b.iter(|| {
-            let mut h = Head::new(&mut buf, black_box(404), black_box(DATE), black_box(&fixed));
+            let mut h = Head::new(&mut buf, &mut spans, black_box(404), black_box(DATE), black_box(&fixed));
             h.field("Content-Type", b"text/html; charset=utf-8");
             h.number("Content-Length", black_box(146));
             h.finish(black_box(false), black_box(0));
@@ -544,6 +546,7 @@ fn bench_request(c: &mut Criterion) {
     let mut norm = String::new();
     let mut head = Vec::with_capacity(512);
     let fixed = fixed_fields("ferrohttpd", None);
+    let mut spans = FieldSpans::default();
     let mut g = c.benchmark_group("request_syscalls");
     for (name, target) in [("browser_file", "/file.html"), ("browser_index", "/docs/")] {
         // Same browser head, different target.
@@ -558,7 +561,7 @@ fn bench_request(c: &mut Criterion) {
                 let Ok(Resolved::File { meta, url_path, .. }) = resolve(&tree.docroot, &norm, &opts) else {
                     unreachable!("the tree holds the file")
                 };
-                let mut h = Head::new(&mut head, 200, DATE, &fixed);
+                let mut h = Head::new(&mut head, &mut spans, 200, DATE, &fixed);
                 h.field("Content-Type", mime.lookup(&url_path).as_bytes());
                 h.number("Content-Length", meta.len());
                 h.finish(req.keep_alive, req.minor);

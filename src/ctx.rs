@@ -26,7 +26,7 @@ use crate::http::date::Clock;
 use crate::http::encoding::Encoding;
 use crate::http::mime::MimeTypes;
 use crate::http::request::Limits;
-use crate::http::response::fixed_fields;
+use crate::http::response::{fixed_fields, Rendered};
 use crate::log::{AccessLog, ErrorLog};
 use crate::route::Routes;
 use crate::status::{self, ConnStates, Counters, Format, Snapshot};
@@ -80,7 +80,7 @@ pub struct Ctx {
     pub acme: Option<crate::acme::Acme>,
     pub throttles: Throttles,
     /// `Server` and `P3P`, rendered once.
-    pub fixed_fields: Vec<u8>,
+    pub fixed_fields: Rendered,
     /// Scratch for content negotiation and sibling paths.
     pub encodings: Vec<Encoding>,
     pub sibling: String,
@@ -105,13 +105,13 @@ pub struct Ctx {
     #[cfg(feature = "http3")]
     pub alt_svc_port: Option<u16>,
     #[cfg(feature = "http3")]
-    fixed_fields_tls: Vec<u8>,
+    fixed_fields_tls: Rendered,
 }
 
 impl Ctx {
     /// The fields every response carries (`Server`, `P3P`); over TLS also `Alt-Svc` when
     /// HTTP/3 is advertised.
-    pub fn fixed(&self, tls: bool) -> &[u8] {
+    pub fn fixed(&self, tls: bool) -> &Rendered {
         #[cfg(feature = "http3")]
         if tls && !self.fixed_fields_tls.is_empty() {
             return &self.fixed_fields_tls;
@@ -126,10 +126,9 @@ impl Ctx {
     pub fn render_alt_svc(&mut self) {
         self.fixed_fields_tls.clear();
         if let Some(port) = self.alt_svc_port.filter(|_| self.cfg.http3.enabled && self.cfg.http3.alt_svc) {
-            self.fixed_fields_tls.extend_from_slice(&self.fixed_fields);
-            self.fixed_fields_tls.extend_from_slice(b"Alt-Svc: h3=\":");
-            self.fixed_fields_tls.extend_from_slice(itoa::Buffer::new().format(port).as_bytes());
-            self.fixed_fields_tls.extend_from_slice(b"\"; ma=86400\r\n");
+            self.fixed_fields_tls.extend(&self.fixed_fields);
+            let value = format!("h3=\":{port}\"; ma=86400");
+            self.fixed_fields_tls.push("Alt-Svc", value.as_bytes());
         }
     }
 
@@ -269,7 +268,7 @@ pub struct Derived {
     pub mime: MimeTypes,
     pub limits: Limits,
     pub cache: FileCache,
-    pub fixed_fields: Vec<u8>,
+    pub fixed_fields: Rendered,
     /// Lines for the error log once it is open: skipped redirects-file lines.
     pub warnings: Vec<String>,
 }
@@ -342,7 +341,7 @@ impl Ctx {
             #[cfg(feature = "http3")]
             alt_svc_port: None,
             #[cfg(feature = "http3")]
-            fixed_fields_tls: Vec::new(),
+            fixed_fields_tls: Rendered::default(),
             cfg,
         };
         cx.config_loaded = cx.clock.log_date().to_string();

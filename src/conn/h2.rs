@@ -12,12 +12,13 @@
 //!   [`Session::recv`]; nothing is read while the output buffer holds more than
 //!   [`OUT_HIGH`] bytes (backpressure, as HTTP/1.1 reads nothing while a response is
 //!   pending: floods of PING or SETTINGS cost output only as fast as the client reads it).
-//! * **Requests.** Each complete request (its body ended, see the session) becomes a [`Request`] borrowed from its decoded
-//!   fields and goes through [`Conn::answer`], the HTTP/1.1 pipeline, which queues an
-//!   HTTP/1.1 head and a body source in the connection's output queue. Both are moved into
-//!   the stream at once: the head becomes HEADERS (status from the status line, field names
-//!   lowercased, connection-specific fields dropped), the body stays a source (memory, a
-//!   mapped range, an fd range, multipart parts) pulled from as the windows allow.
+//! * **Requests.** Each complete request (its body ended, see the session) becomes a
+//!   [`Request`] borrowed from its decoded fields and goes through `serve::answer`, the
+//!   pipeline every protocol shares, into the stream's own exchange: a head and a body
+//!   source. The head becomes HEADERS from its status and the spans of its fields, recorded
+//!   as it was rendered (`http::response::FieldSpans`; connection-specific fields are not
+//!   recorded), names lowercased; its text is not read back. The body stays a source
+//!   (memory, a mapped range, an fd range, multipart parts) pulled from as the windows allow.
 //! * **Output.** DATA frames are cut round-robin from the streams with something to send,
 //!   at most [`CHUNK`], the peer's SETTINGS_MAX_FRAME_SIZE and both flow-control windows
 //!   each (so one large download does not hold up small ones), while less than
@@ -68,7 +69,7 @@ use crate::h2::session::{self, Event, Field, Session};
 use crate::http::fields::Fields;
 use crate::http::priority::Priority;
 use crate::http::request::Limits;
-use crate::http::response::{head_field, head_fields_start, head_status};
+use crate::http::response::{FieldSpans, Tag};
 use crate::log::{RequestLine, HTTP2};
 use crate::serve::{self, Body, Exchange, CLIENT_CLOSED};
 use crate::sys;
@@ -158,6 +159,9 @@ pub(super) struct H2 {
     /// Lowercased field names of the head being converted, and where each field's name (in
     /// `names`) and value (in the head) are.
     names: Vec<u8>,
+    /// The spans of a head's fields, lent to each stream's exchange while the pipeline
+    /// renders its head, and taken back once it is converted.
+    head_fields: FieldSpans,
     /// [`Session::progress`] when the deadline was last set, and whether it was the idle one.
     progress: u64,
     idle: bool,
@@ -378,6 +382,7 @@ impl Conn {
             jobs: Vec::new(),
             resumed: false,
             names: Vec::new(),
+            head_fields: FieldSpans::default(),
             progress: 0,
             idle: false,
             spans: Vec::new(),
@@ -550,6 +555,7 @@ impl Conn {
                 h.session.shed();
                 h.events = Vec::new();
                 h.memo = HeadMemo::default();
+                h.head_fields = FieldSpans::default();
             } else if !h.shed && h.shed_wake.is_none() && h.jobs.is_empty() {
                 // (With a job to hand over, the connection is woken when it is done.)
                 h.shed_wake = Some(at);
@@ -673,8 +679,13 @@ impl Conn {
             fields.request(&limits)
         };
         let mut ex = Exchange::new(self.sock.as_raw_fd(), self.peer, cx.clock.now);
-        // A head buffer that served a response before (`end_transfer` gives it back).
+        // A head buffer that served a response before (`end_transfer` gives it back), and
+        // the connection's spans, to record where the head's fields are.
         ex.take_head(cx);
+        if let Some(h) = &mut self.h2 {
+            ex.fields = std::mem::take(&mut h.head_fields);
+        }
+        ex.fields.record();
         #[cfg(feature = "tls")]
         {
             ex.tls = self.tls_names();
@@ -724,7 +735,7 @@ impl Conn {
         if h.memo.state == Some(state) && h.memo.head == s.ex.head {
             h.session.send_block(id, &h.memo.block, end);
         } else {
-            head_to_headers(&s.ex.head, entry, &mut h.names, &mut h.spans, &mut h.session, id, end);
+            head_to_headers(&s.ex.head, &s.ex.fields, entry, &mut h.names, &mut h.spans, &mut h.session, id, end);
             if h.session.encoder_state() == state {
                 h.memo.head.clone_from(&s.ex.head);
                 h.memo.block.clear();
@@ -732,6 +743,7 @@ impl Conn {
                 h.memo.state = Some(state);
             }
         }
+        h.head_fields = std::mem::take(&mut s.ex.fields);
         if s.left() == 0 && !end {
             s.ex.next_part(cx);
         }
@@ -947,13 +959,16 @@ fn next_by_rank(
     best.map(|(i, _)| i)
 }
 
-/// Turns the HTTP/1.1 head the pipeline rendered into HEADERS: the status from the status
-/// line; each field with its name lowercased (RFC 9113 §8.2.1), except the
-/// connection-specific ones (§8.2.2). Where the head holds the body's cache entry's
-/// `Content-Length` or validator fields byte for byte, the entry's HPACK encoding of them
-/// is copied instead ([`FileEntry::h2_fields`]: the same bytes the encoder would write).
+/// Turns the head the pipeline answered with into HEADERS: its status and its fields as
+/// their spans give them (recorded as the head was rendered; connection-specific fields,
+/// RFC 9113 §8.2.2, never recorded), each name lowercased (§8.2.1). Where the head holds the
+/// body's cache entry's `Content-Length` or validator fields byte for byte, the entry's HPACK
+/// encoding of them is copied instead ([`FileEntry::h2_fields`]: the same bytes the encoder
+/// would write).
+#[allow(clippy::too_many_arguments)]
 fn head_to_headers(
     head: &[u8],
+    fields: &FieldSpans,
     entry: Option<&FileEntry>,
     names: &mut Vec<u8>,
     spans: &mut Vec<[usize; 5]>,
@@ -961,38 +976,38 @@ fn head_to_headers(
     id: u32,
     end: bool,
 ) {
-    let status = head_status(head);
     names.clear();
     spans.clear();
-    let mut at = head_fields_start(head);
-    while at < head.len() {
-        let rest = &head[at..];
+    // The end of the last block copied pre-encoded: the fields before it are in that copy.
+    let mut copied_to = 0;
+    for f in fields.spans(head) {
+        let at = f.name.0 as usize;
+        if at < copied_to {
+            continue;
+        }
         if let Some(e) = entry {
-            let (pre, (from, to)) = match rest[0] {
-                b'C' => (e.length_field(), (0, e.h2_validators_at)),
-                b'E' => (&*e.validator_fields, (e.h2_validators_at, e.h2_fields.len())),
-                _ => (&[][..], (0, 0)),
+            let (pre, (from, to)) = match f.tag {
+                Tag::EntryLength => (e.length_field(), (0, e.h2_validators_at)),
+                Tag::EntryValidators => (e.validator_fields.bytes(), (e.h2_validators_at, e.h2_fields.len())),
+                Tag::Plain => (&[][..], (0, 0)),
             };
-            if !pre.is_empty() && rest.starts_with(pre) {
+            if !pre.is_empty() && head[at..].starts_with(pre) {
                 spans.push([ENCODED, from, to, 0, 0]);
-                at += pre.len();
+                copied_to = at + pre.len();
                 continue;
             }
         }
-        let (len, field) = head_field(head, at);
-        at += len;
-        let Some((name, value)) = field else { continue };
         let n = names.len();
-        names.extend(head[name].iter().map(u8::to_ascii_lowercase));
-        spans.push([PAIR, n, names.len(), value.start, value.end]);
+        names.extend(f.name(head).iter().map(u8::to_ascii_lowercase));
+        spans.push([PAIR, n, names.len(), f.value.0 as usize, f.value.1 as usize]);
     }
     let names = &*names;
     let pre = entry.map_or(&[][..], |e| &*e.h2_fields);
-    let fields = spans.iter().map(|&[kind, a, b, c, d]| match kind {
+    let fields_out = spans.iter().map(|&[kind, a, b, c, d]| match kind {
         ENCODED => Field::Encoded(&pre[a..b]),
         _ => Field::Pair(&names[a..b], &head[c..d]),
     });
-    session.send_headers(id, status, fields, end);
+    session.send_headers(id, fields.status(), fields_out, end);
 }
 
 /// Appends the stream's next `n` bytes (multipart framing, then body; at most

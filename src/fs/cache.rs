@@ -40,6 +40,7 @@ use super::listing::{self, ListOptions, View};
 use super::lru::Lru;
 use super::resolve::{self, DocRoot, RealPath, ResolveError, ResolveOptions, Resolved};
 use crate::http::mime::{MimeTypes, Negotiation};
+use crate::http::response::Rendered;
 
 /// Where a cached file's bytes come from.
 pub enum Body {
@@ -116,8 +117,8 @@ pub struct FileEntry {
     /// Where the file really is when a symlink led elsewhere (`.htpasswd` rules follow it).
     pub real_path: RealPath,
     /// The constant part of every response head for this file, rendered once: the
-    /// `ETag` and `Last-Modified` fields with their CRLFs.
-    pub validator_fields: Box<[u8]>,
+    /// `ETag` and `Last-Modified` fields with their CRLFs, and their spans.
+    pub validator_fields: Rendered,
     /// The HTTP/2 encoding of `length_field` and of `validator_fields`, made once
     /// (`h2::hpack::encode_unindexed`, the bytes every HPACK block carries for them, as
     /// those fields are never indexed): `h2_fields[..h2_validators_at]` is `content-length`,
@@ -772,14 +773,8 @@ pub(crate) fn path_key(space: usize, path: &str, key: &mut String) {
 }
 
 /// The `ETag` and `Last-Modified` fields with their CRLFs, rendered once per entry.
-pub(crate) fn validator_fields(etag: &str, last_modified: Option<&str>) -> Box<[u8]> {
-    let mut fields = format!("ETag: {etag}\r\n");
-    if let Some(lm) = last_modified {
-        fields.push_str("Last-Modified: ");
-        fields.push_str(lm);
-        fields.push_str("\r\n");
-    }
-    fields.into_bytes().into_boxed_slice()
+pub(crate) fn validator_fields(etag: &str, last_modified: Option<&str>) -> Rendered {
+    Rendered::validators(etag.as_bytes(), last_modified.map(str::as_bytes))
 }
 
 #[cfg(test)]

@@ -12,9 +12,10 @@
 //!   name of the handshake, `trusted_proxies`, a pause for a password verification). A body
 //!   the client goes on sending is not read: the stream is stopped with H3_NO_ERROR once
 //!   the response is complete (RFC 9114 §4.1).
-//! * **Responses.** The HTTP/1.1 head the pipeline rendered becomes one HEADERS frame
-//!   (`http::response::head_field`: status, lowercased names, connection-specific fields
-//!   dropped; QPACK with the static table). Body bytes are copied, [`CHUNK`] at a time, into
+//! * **Responses.** The head the pipeline answered with becomes one HEADERS frame: its
+//!   status and the fields whose spans it recorded as it was rendered
+//!   (`http::response::FieldSpans`; connection-specific fields are not recorded), names
+//!   lowercased, QPACK with the static table. Body bytes are copied, [`CHUNK`] at a time, into
 //!   a DATA frame (mapped files with the SIGBUS-safe copy, fd-backed files with `pread`,
 //!   multipart framing from the exchange), which is handed to the QUIC stream without a
 //!   further copy (`write_chunks`; the HEADERS frame goes in the same buffer as the first
@@ -45,7 +46,6 @@ use crate::h3::{
 use crate::http::fields::Fields;
 use crate::http::priority::Priority;
 use crate::http::request::{Limits, Reject};
-use crate::http::response::{head_field, head_fields_start, head_status};
 use crate::log::{RequestLine, HTTP3};
 use crate::serve::{self, Exchange, CLIENT_CLOSED};
 
@@ -516,6 +516,7 @@ impl H3Conn {
         let mut ex = Exchange::new(self.fd, self.peer, cx.clock.now);
         ex.local = self.local;
         ex.take_head(cx);
+        ex.fields.record();
         ex
     }
 
@@ -576,20 +577,18 @@ impl H3Conn {
     fn respond(&mut self, cx: &mut Ctx, n: u64, mut ex: Exchange, status: u16, reading: bool) {
         ex.start(status, cx.clock.now);
         let mut out = Vec::with_capacity(ex.head.len());
+        // The status and fields the head recorded as it was rendered (connection-specific
+        // fields are not), names lowercased.
         let head = &ex.head;
         let mut names = Vec::new();
         let mut spans = Vec::new();
-        let mut at = head_fields_start(head);
-        while at < head.len() {
-            let (len, field) = head_field(head, at);
-            at += len;
-            let Some((name, value)) = field else { continue };
+        for f in ex.fields.spans(head) {
             let k = names.len();
-            names.extend(head[name].iter().map(u8::to_ascii_lowercase));
-            spans.push((k..names.len(), value));
+            names.extend(f.name(head).iter().map(u8::to_ascii_lowercase));
+            spans.push((k..names.len(), f.value(head)));
         }
-        let fields = spans.iter().map(|(name, value)| (&names[name.clone()], &head[value.clone()]));
-        if self.session.encode_response_head(head_status(head), fields, &mut out).is_err() {
+        let fields = spans.iter().map(|(name, value)| (&names[name.clone()], *value));
+        if self.session.encode_response_head(ex.fields.status(), fields, &mut out).is_err() {
             // Larger than the client accepts (RFC 9114 §4.2.2): a bare 500 instead.
             out.clear();
             let _ = self.session.encode_response_head(500, std::iter::empty(), &mut out);

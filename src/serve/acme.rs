@@ -15,7 +15,8 @@ impl Exchange {
             return Some(self.simple_response(cx, 405, req, Some(("Allow", b"GET, HEAD"))));
         }
         let Some(key_auth) = answer else { return Some(self.simple_response(cx, 404, req, None)) };
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, 200, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Content-Type", b"application/octet-stream");
         h.number("Content-Length", key_auth.len() as u64);
         h.field("Cache-Control", b"no-store");

@@ -1,16 +1,18 @@
 //! One request's answer: the contract between the request pipeline and the protocols.
 //!
 //! The pipeline (`pipeline.rs`, `routing.rs`: target → site → policy → cache → representation →
-//! preconditions/ranges → headers) answers into an [`Exchange`]: a response head rendered in
-//! HTTP/1.1 form, a body *source* (nothing, bytes in memory, a range of a cached mapping, a
-//! range of a cached file's descriptor, or the parts of a multipart body), and what the
-//! transfer counts against (the access log record, throttles, `limit_rate`). Body bytes are
-//! described, never copied: the protocol's writer pulls them at the last moment.
+//! preconditions/ranges → headers) answers into an [`Exchange`]: a response head (its status
+//! and fields, written as HTTP/1.1 bytes and, in an exchange of HTTP/2 or HTTP/3, with the
+//! spans of the fields recorded as they are written: `http::response::FieldSpans`), a body
+//! *source* (nothing, bytes in memory, a range of a cached mapping, a range of a cached
+//! file's descriptor, or the parts of a multipart body), and what the transfer counts
+//! against (the access log record, throttles, `limit_rate`). Body bytes are described,
+//! never copied: the protocol's writer pulls them at the last moment.
 //!
 //! HTTP/1.1 has one exchange per connection (`Conn::ex`), reused from request to request,
-//! and writes the head block as it is. A protocol with several requests in flight keeps one
-//! per stream and turns the head block into its own framing. Nothing here knows about the
-//! transport.
+//! and writes the head's bytes as they are. A protocol with several requests in flight keeps
+//! one per stream and encodes the recorded status and fields in its own framing, never
+//! reading the text. Nothing here knows about the transport.
 
 #[cfg(any(feature = "tls", feature = "http2"))]
 use std::io;
@@ -28,6 +30,7 @@ use crate::fs::cache;
 use crate::fs::cache::FileEntry;
 use crate::http::range::ByteRange;
 use crate::http::request::{Method, Request};
+use crate::http::response::FieldSpans;
 use crate::log::{Pending, Record, RequestLine, TlsInfo};
 #[cfg(any(feature = "tls", feature = "http2"))]
 use crate::sys;
@@ -203,6 +206,9 @@ pub(crate) struct Exchange {
     /// the last response used, still in the CPU's cache, instead of one per connection.
     pub(crate) head: Vec<u8>,
     pub(crate) head_pos: usize,
+    /// The head's status and where its fields are, recorded as it is rendered for the
+    /// protocols that encode fields themselves (HTTP/2, HTTP/3; `FieldSpans::record`).
+    pub(crate) fields: FieldSpans,
     pub(crate) body: Body,
     /// Remaining parts of a multipart response (last part first) and their representation.
     pub(crate) parts: Vec<Part>,
@@ -239,6 +245,7 @@ impl Exchange {
             keep: true,
             head: Vec::new(),
             head_pos: 0,
+            fields: FieldSpans::default(),
             body: Body::None,
             parts: Vec::new(),
             rep: None,

@@ -108,7 +108,8 @@ impl Exchange {
         let mut path = std::mem::take(&mut cx.path);
         let matched = req.path != "*" && resolve::normalize_str(req.path, &mut path).is_ok();
         let site = if matched { self.site(cx, req).ok() } else { None };
-        let mut h = Head::new(&mut self.head, 204, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, 204, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Allow", super::ALLOW);
         if let Some(site) = site {
             let content_type = cx.mime.lookup(&path);
@@ -607,7 +608,13 @@ impl Exchange {
         let validators = Validators { etag: rep.etag.as_bytes(), last_modified: rep.last_modified_secs };
         let use_range = match conditional::evaluate(true, &conds, &validators) {
             Outcome::NotModified => {
-                let mut h = Head::new(&mut self.head, 304, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+                let mut h = Head::new(
+                    &mut self.head,
+                    &mut self.fields,
+                    304,
+                    cx.clock.http_date(),
+                    cx.fixed(self.tls.is_some()),
+                );
                 representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
                 h.finish(self.keep, req.minor);
                 return 304;
@@ -647,7 +654,8 @@ impl Exchange {
             self.limit = Some(RateLimiter::new(cx.cfg.limit_rate, cx.cfg.limit_rate_after, cx.clock.now));
         }
 
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         let multipart = if ranges.len() > 1 {
             let seed = rep.ino ^ (cx.counters.requests << 20) ^ cx.clock.unix_secs();
             let mp = Multipart::new(&ranges, size, content_type, seed);
@@ -655,7 +663,7 @@ impl Exchange {
             h.number("Content-Length", mp.content_length());
             Some(mp)
         } else {
-            h.rendered(typed.content_type_field());
+            h.rendered(typed.content_type_field(), "Content-Type");
             match ranges.first() {
                 Some(&r) => {
                     let mut cr = Vec::with_capacity(48);
@@ -664,12 +672,12 @@ impl Exchange {
                     h.number("Content-Length", r.len());
                 }
                 None => {
-                    h.rendered(rep.length_field());
+                    h.entry_length(rep.length_field());
                 }
             }
             None
         };
-        h.rendered(b"Accept-Ranges: bytes\r\n");
+        h.rendered(b"Accept-Ranges: bytes\r\n", "Accept-Ranges");
         representation_headers(&mut h, cx, &rep, &entry, site, encoding, vary);
         h.finish(self.keep, req.minor);
         if head_only || size == 0 {
@@ -747,12 +755,13 @@ impl Exchange {
             Outcome::NotModified => 304,
             Outcome::Proceed { .. } => 200,
         };
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         if status == 200 {
             h.field("Content-Type", entry.content_type.as_bytes());
             h.number("Content-Length", entry.size);
         }
-        h.rendered(&entry.validator_fields);
+        h.validators(&entry.validator_fields);
         // Stored, but checked with the validators before every reuse.
         h.field("Cache-Control", b"no-cache");
         h.field("Vary", b"Accept");
@@ -772,7 +781,8 @@ impl Exchange {
         let format = status::Format::from_query(req.query);
         let mut buf = cx.take_body();
         cx.render_status(format, &mut buf);
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, 200, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Content-Type", format.content_type().as_bytes());
         h.number("Content-Length", buf.len() as u64);
         h.field("Cache-Control", b"no-store");
@@ -785,7 +795,8 @@ impl Exchange {
     /// `errors/errNNN.html` in the site's root, then the main root), else the built-in body.
     fn error_response(&mut self, cx: &mut Ctx, status: u16, req: &Request<'_>, site: Option<&Site>) -> u16 {
         if let Some(page) = self.find_error_page(cx, status, site) {
-            let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+            let mut h =
+                Head::new(&mut self.head, &mut self.fields, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
             h.field("Content-Type", page.content_type.as_bytes());
             h.number("Content-Length", page.size);
             if status == 405 {
@@ -856,7 +867,8 @@ impl Exchange {
         self.release_body(cx);
         let mut buf = cx.take_body();
         error_body(&mut buf, status);
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Content-Type", b"text/html; charset=utf-8");
         h.number("Content-Length", buf.len() as u64);
         if status == 405 {
@@ -935,17 +947,17 @@ fn representation_headers(
 ) {
     // `[[headers]]` patterns are URL paths: without thttpd's `-v` host directory.
     let url = original.url_path.strip_prefix(site.prefix.as_str()).unwrap_or(&original.url_path);
-    h.rendered(&rep.validator_fields);
+    h.validators(&rep.validator_fields);
     if let Some(e) = encoding {
         h.field("Content-Encoding", e.token().as_bytes());
     }
     match vary {
         Vary::No => {}
         Vary::AcceptEncoding => {
-            h.rendered(b"Vary: Accept-Encoding\r\n");
+            h.rendered(b"Vary: Accept-Encoding\r\n", "Vary");
         }
         Vary::Accept => {
-            h.rendered(b"Vary: Accept\r\n");
+            h.rendered(b"Vary: Accept\r\n", "Vary");
         }
     }
     let mut cache_control: Option<&str> = None;

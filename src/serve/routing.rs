@@ -60,7 +60,8 @@ impl Exchange {
     /// The health endpoint (`[health] path`): `200 OK` from memory, for any client, with
     /// no filesystem access, so a load balancer sees the process answering.
     pub(crate) fn health(&mut self, cx: &mut Ctx, req: &Request<'_>) -> u16 {
-        let mut h = Head::new(&mut self.head, 200, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, 200, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Content-Type", b"text/plain; charset=utf-8");
         h.number("Content-Length", 3);
         h.field("Cache-Control", b"no-store");
@@ -77,7 +78,8 @@ impl Exchange {
     /// rewrite), as error pages are: no ranges, no validators, preconditions ignored (RFC
     /// 9110 §13.2.1), `Cache-Control: no-store`.
     pub(crate) fn routed_page(&mut self, cx: &mut Ctx, req: &Request<'_>, page: Rc<FileEntry>, status: u16) -> u16 {
-        let mut h = Head::new(&mut self.head, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
+        let mut h =
+            Head::new(&mut self.head, &mut self.fields, status, cx.clock.http_date(), cx.fixed(self.tls.is_some()));
         h.field("Content-Type", page.content_type.as_bytes());
         h.number("Content-Length", page.size);
         h.field("Cache-Control", b"no-store");
