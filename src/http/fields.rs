@@ -52,36 +52,65 @@ pub struct Fields {
     regular: bool,
 }
 
-/// `NAME[b]`: `b` may appear in a field name as HTTP/2 sends it: a visible ASCII byte that
-/// is not uppercase (RFC 9113 §8.2.1; the separators are the HTTP/1.1 parser's concern, not
-/// a malformation here).
-static NAME: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0x21;
-    while b < 0x7f {
-        t[b] = !(b as u8).is_ascii_uppercase();
-        b += 1;
+/// The words of eight bytes that together hold every byte of `v`, some more than once: `v`
+/// eight bytes at a time and, for the rest, its last eight bytes again; a `v` shorter than
+/// eight bytes in one word (its first and last four bytes, or its bytes and `fill`). For
+/// checks that hold for every byte, which so take a word at a time with no byte loop.
+#[inline(always)]
+fn each_word(v: &[u8], fill: u8, mut f: impl FnMut(u64)) {
+    let word = |w: &[u8]| {
+        let mut b = [0; 8];
+        b.copy_from_slice(w);
+        u64::from_le_bytes(b)
+    };
+    let n = v.len();
+    if n >= 8 {
+        let mut words = v.chunks_exact(8);
+        for w in &mut words {
+            f(word(w));
+        }
+        if !words.remainder().is_empty() {
+            f(word(&v[n - 8..]));
+        }
+    } else if n >= 4 {
+        let half = |w: &[u8]| u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        f(half(&v[..4]) | half(&v[n - 4..]) << 32);
+    } else if n > 0 {
+        f(u64::from_le_bytes([v[0], v[n / 2], v[n - 1], fill, fill, fill, fill, fill]));
     }
-    t
-};
+}
 
-/// A value holds none of NUL, CR and LF (RFC 9113 §8.2.1). Eight bytes at a time: a value
-/// is tens of bytes, and almost always valid.
+const ONES: u64 = u64::from_ne_bytes([1; 8]);
+const HIGH: u64 = ONES * 0x80;
+
+/// A field name as HTTP/2 and HTTP/3 send it: one or more visible ASCII bytes that are not
+/// uppercase (RFC 9113 §8.2.1; the separators are the HTTP/1.1 parser's concern, not a
+/// malformation here). A word at a time: each byte's low seven bits plus a constant set
+/// its high bit exactly when they reach a bound (no carry leaves a byte: at most
+/// 0x7f + 0x5f).
+fn clean_name(name: &[u8]) -> bool {
+    let mut bad = 0;
+    each_word(name, b'a', |x| {
+        let y = x & !HIGH;
+        let at_least = |b: u64| (y + ONES * (0x80 - b)) & HIGH;
+        let upper = at_least(b'A'.into()) & !at_least(u64::from(b'Z') + 1);
+        // Every byte below 0x80, at least `!`, below DEL, not uppercase.
+        bad |= (!x & at_least(0x21) & !at_least(0x7f) & !upper) ^ HIGH;
+    });
+    !name.is_empty() && bad == 0
+}
+
+/// A value holds none of NUL, CR and LF (RFC 9113 §8.2.1). A word at a time: a value is
+/// tens of bytes, and almost always valid.
 fn clean_value(v: &[u8]) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([1; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     // Non-zero iff some byte of `x` is zero (exact for "some byte": a borrow only runs on
     // past a zero byte).
     let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
-    let mut words = v.chunks_exact(8);
     let mut bad = 0;
-    for w in &mut words {
-        let mut b = [0; 8];
-        b.copy_from_slice(w);
-        let x = u64::from_ne_bytes(b);
+    each_word(v, b'a', |x| {
         bad |= zero_byte(x) | zero_byte(x ^ (ONES * u64::from(b'\r'))) | zero_byte(x ^ (ONES * u64::from(b'\n')));
-    }
-    bad == 0 && !words.remainder().iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+    });
+    bad == 0
 }
 
 const METHOD: usize = 0;
@@ -174,7 +203,7 @@ impl Fields {
                 Some((b':', rest)) => (true, rest),
                 _ => (false, name),
             };
-            if bare.is_empty() || !bare.iter().all(|&b| NAME[usize::from(b)]) {
+            if !clean_name(bare) {
                 return Err(Malformed);
             }
             if !clean_value(value)
@@ -390,7 +419,38 @@ mod tests {
         assert_eq!(fields(&[(":method", "CONNECT"), (":authority", "a:443")]).validate(), Ok(None));
     }
 
+    /// The byte-at-a-time rule for names (RFC 9113 §8.2.1): visible ASCII, not uppercase.
+    fn name_byte(b: u8) -> bool {
+        (0x21..0x7f).contains(&b) && !b.is_ascii_uppercase()
+    }
+
+    /// Every byte at every place of names and values of every length up to 20 (the others
+    /// valid): the word-at-a-time checks say what the byte-at-a-time rules say, so no byte
+    /// is left out of the words and no bound is off by one.
+    #[test]
+    fn word_checks_see_every_byte() {
+        for len in 1..=20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut v = vec![b'a'; len];
+                    v[at] = b;
+                    assert_eq!(clean_name(&v), name_byte(b), "name {v:?}");
+                    assert_eq!(clean_value(&v), b != 0 && b != b'\r' && b != b'\n', "value {v:?}");
+                }
+            }
+        }
+        assert!(!clean_name(b"") && clean_value(b""));
+    }
+
     proptest::proptest! {
+        /// The word-at-a-time name check says what the byte-at-a-time rule says.
+        #[test]
+        fn clean_name_is_visible_ascii_not_uppercase(v in proptest::collection::vec(
+            proptest::sample::select(&[0u8, b' ', b'!', b'@', b'A', b'Z', b'[', b'a', b'~', 0x7f, 0x80, 0xc1, 0xff][..]), 0..40)
+        ) {
+            proptest::prop_assert_eq!(clean_name(&v), !v.is_empty() && v.iter().all(|&b| name_byte(b)));
+        }
+
         /// The word-at-a-time check says what the byte-at-a-time one says.
         #[test]
         fn clean_value_is_no_nul_cr_or_lf(v in proptest::collection::vec(
