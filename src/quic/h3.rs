@@ -56,6 +56,11 @@ const CHUNK: usize = 32 * 1024;
 const READ_MAX: usize = 16 * 1024;
 /// Request readers and field lists a connection keeps for reuse (see `H3Conn::spare_readers`).
 const SPARE: usize = 2;
+/// Requests a client may cancel (stop or reset their stream) before their response is
+/// complete, refilled by one with every response completed; when none is left the connection
+/// is closed with H3_EXCESSIVE_LOAD (Rapid Reset, as `[http2] reset_budget`'s default does
+/// for HTTP/2).
+const RESET_BUDGET: u32 = 200;
 /// How long responses held back behind a full connection window (see [`H3Conn::send`]) wait
 /// at most before they are tried again when no event of the connection comes first.
 const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -147,6 +152,8 @@ pub(super) struct H3Conn {
     /// Responses handed to QUIC whole whose streams the client has not acknowledged yet: a
     /// graceful close waits for them (closing discards what is unacknowledged).
     unacked: usize,
+    /// What is left of [`RESET_BUDGET`].
+    resets: u32,
 }
 
 /// A QUIC stream ID as HTTP/3 numbers it.
@@ -180,6 +187,7 @@ impl H3Conn {
             closed: false,
             unacked: 0,
             urgency: BTreeMap::new(),
+            resets: RESET_BUDGET,
         }
     }
 
@@ -228,8 +236,13 @@ impl H3Conn {
                 self.urgency.remove(&sid(id));
                 if let Some(req) = self.reqs.remove(&sid(id)) {
                     abandon(cx, req);
+                    self.cancelled();
                 }
                 let _ = conn.send_stream(id).reset(error_code);
+                // Nor is the rest of the request read: without this, a request side still
+                // open (or reset by the client, but not read) would keep the stream, and its
+                // place under `max_streams`, for the connection's life.
+                let _ = conn.recv_stream(id).stop(VarInt::from_u32(Code::RequestCancelled as u32));
             }
             StreamEvent::Finished { id } if id.dir() == Dir::Bi => self.unacked = self.unacked.saturating_sub(1),
             StreamEvent::Writable { id } => {
@@ -266,6 +279,11 @@ impl H3Conn {
         self.stopping = true;
     }
 
+    /// A request was cancelled before its response was complete: it costs the budget.
+    fn cancelled(&mut self) {
+        self.resets = self.resets.saturating_sub(1);
+    }
+
     /// Nothing left to do: stopping, no request in flight, every response acknowledged.
     pub(super) fn finished(&self) -> bool {
         self.stopping && self.reqs.is_empty() && self.control_out.is_empty() && self.unacked == 0
@@ -285,6 +303,10 @@ impl H3Conn {
         }
         if let Err(e) = self.read(conn, cx, &mut jobs) {
             self.close(conn, cx, e);
+            return jobs;
+        }
+        if self.resets == 0 {
+            self.close(conn, cx, ConnError { code: Code::ExcessiveLoad, why: "too many requests cancelled" });
             return jobs;
         }
         for n in std::mem::take(&mut self.resumed) {
@@ -482,8 +504,12 @@ impl H3Conn {
             let _ = chunks.finalize();
         }
         if reset {
+            // The request ended before its head was complete: so does the response
+            // (RFC 9114 §4.1.2), which frees the stream.
             self.reqs.remove(&n);
             self.urgency.remove(&n);
+            self.cancelled();
+            let _ = conn.send_stream(id).reset(VarInt::from_u32(Code::RequestIncomplete as u32));
             return Ok(());
         }
         if let Some(code) = stream_error {
@@ -662,6 +688,7 @@ impl H3Conn {
                 Progress::Throttled => self.throttled.push(n),
                 Progress::Done => {
                     self.unacked += 1;
+                    self.resets = (self.resets + 1).min(RESET_BUDGET);
                     s.ex.account(cx);
                     cx.counters.http3.requests += 1;
                     if s.reading {
