@@ -49,6 +49,7 @@ const BIG: usize = 3 * 1024 * 1024;
 const STREAM_LIMIT_ERROR: u64 = 0x4;
 const CONNECTION_ID_LIMIT_ERROR: u64 = 0x9;
 /// RFC 9114 §8.1.
+const H3_NO_ERROR: u64 = 0x100;
 const H3_STREAM_CREATION_ERROR: u64 = 0x103;
 const H3_CLOSED_CRITICAL_STREAM: u64 = 0x104;
 const H3_FRAME_UNEXPECTED: u64 = 0x105;
@@ -60,11 +61,12 @@ const H3_REQUEST_CANCELLED: u64 = 0x10c;
 const QPACK_DECOMPRESSION_FAILED: u64 = 0x200;
 const QPACK_ENCODER_STREAM_ERROR: u64 = 0x201;
 
-fn server() -> Option<Server> {
+/// The server (idle timeout [`IDLE_TIMEOUT`]), `extra` appended to its configuration.
+fn server(extra: &str) -> Option<Server> {
     if !have_aioquic("the HTTP/3 attack tests are") {
         return None;
     }
-    Some(h3::server(&format!("idle_timeout = \"{}s\"\n", IDLE_TIMEOUT.as_secs()), |_, root| {
+    Some(h3::server(&format!("idle_timeout = \"{}s\"\n{extra}", IDLE_TIMEOUT.as_secs()), |_, root| {
         std::fs::write(root.join("small.bin"), pseudo_random_bytes(SMALL, 1)).unwrap();
         std::fs::write(root.join("big.bin"), pseudo_random_bytes(BIG, 2)).unwrap();
     }))
@@ -177,7 +179,7 @@ fn of(r: &Json, map: &str, sid: u64) -> Option<u64> {
 /// responses) is spent, then H3_EXCESSIVE_LOAD. Below the budget, the connection goes on.
 #[test]
 fn stream_reset_flood() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("stream-reset flood", &srv, || {
         // 150 cancelled, past max_streams (100): the streams were given back.
         let r = attack(&srv, "reset-flood", 150);
@@ -198,7 +200,7 @@ fn stream_reset_flood() {
 /// STREAM_LIMIT_ERROR from QUIC (RFC 9000 §4.6) before any of them costs anything.
 #[test]
 fn too_many_streams() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("too many streams", &srv, || {
         let r = attack(&srv, "too-many-streams", 150);
         assert_eq!((num(&r, "advertised"), closed(&r)), (100, Some(STREAM_LIMIT_ERROR)), "{r:?}");
@@ -211,12 +213,13 @@ fn too_many_streams() {
 /// encoder-stream instruction that would use a table is QPACK_ENCODER_STREAM_ERROR
 /// (RFC 9204 §4.3.1, §3.2.3), a field section that claims a Required Insert Count (it
 /// would block on a table that cannot exist) QPACK_DECOMPRESSION_FAILED (§2.2.1, §4.5.1.1).
-/// A bomb of 3,000 one-byte static references (about 100 KiB decoded) and a HEADERS frame
-/// declaring 2^40 bytes are each answered 431 (SETTINGS_MAX_FIELD_SECTION_SIZE, RFC 9114
-/// §4.2.2) without being buffered, and the next request on the connection is served.
+/// A bomb of 3,000 one-byte static references (over 150 KiB decoded, against the 16 KiB
+/// SETTINGS_MAX_FIELD_SECTION_SIZE) and a HEADERS frame declaring 2^40 bytes are each
+/// answered 431 (RFC 9114 §4.2.2) without being buffered, and the next request on the
+/// connection is served.
 #[test]
 fn qpack_abuse() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("qpack abuse", &srv, || {
         for (name, code) in [
             ("qpack-capacity", QPACK_ENCODER_STREAM_ERROR),
@@ -242,7 +245,7 @@ fn qpack_abuse() {
 /// an HTTP/2 setting in SETTINGS (H3_SETTINGS_ERROR, §7.2.4.1).
 #[test]
 fn control_stream_abuse() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("control-stream abuse", &srv, || {
         let cases = [
             ("second-settings", H3_FRAME_UNEXPECTED),
@@ -274,7 +277,7 @@ fn control_stream_abuse() {
 /// H3_STREAM_CREATION_ERROR (§6.2: "MAY abort reading"), the connection goes on.
 #[test]
 fn unknown_frames_and_stream_types() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("unknown types", &srv, || {
         let r = attack(&srv, "unknown", 500);
         assert_eq!(closed(&r), None, "{r:?}");
@@ -290,10 +293,11 @@ fn unknown_frames_and_stream_types() {
 
 /// Clients that never open their receive window (10 requests for 3 MiB each, on three
 /// connections at once): the server holds at most a chunk per stream for them, the idle
-/// timeout ends each connection, and nobody else waits.
+/// timeout ends each silent connection, and `[http] send_timeout` one that stays awake
+/// with PINGs (CONNECTION_CLOSE H3_NO_ERROR); nobody else waits.
 #[test]
 fn zero_flow_control_window() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("zero window", &srv, || {
         let t = Instant::now();
         let runs: Vec<Json> = thread::scope(|s| {
@@ -308,6 +312,15 @@ fn zero_flow_control_window() {
         }
         assert!(t.elapsed() < IDLE_TIMEOUT + Duration::from_secs(5), "{:?}", t.elapsed());
     });
+    let Some(srv) = server("[http]\nsend_timeout = \"2s\"\n") else { return };
+    under_attack("zero window, pings", &srv, || {
+        let r = attack(&srv, "zero-window-ping", 10);
+        assert_eq!((num(&r, "bytes"), closed(&r)), (0, Some(H3_NO_ERROR)), "{r:?}");
+        assert_eq!(r.get("reason").and_then(Json::str), Some("no progress for send_timeout"), "{r:?}");
+        // Not the idle timeout (30 s here; the PINGs renew it).
+        let secs = r.num(&["seconds"]).unwrap();
+        assert!((1.9..6.0).contains(&secs), "{secs}");
+    });
 }
 
 /// A client that reads a 3 MiB file 64 bytes at a time (its window raised by 64 bytes
@@ -315,7 +328,7 @@ fn zero_flow_control_window() {
 /// for it, and serves the other client meanwhile.
 #[test]
 fn slow_reader() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("slow reader", &srv, || {
         let r = attack(&srv, "slow-reader", 3);
         assert_eq!((closed(&r), of(&r, "statuses", 0)), (None, Some(200)), "{r:?}");
@@ -331,7 +344,7 @@ fn slow_reader() {
 /// CONNECTION_ID_LIMIT_ERROR (RFC 9000 §5.1.1).
 #[test]
 fn connection_id_exhaustion() {
-    let Some(srv) = server() else { return };
+    let Some(srv) = server("") else { return };
     under_attack("connection IDs", &srv, || {
         let r = attack(&srv, "cid-retire", 200);
         assert_eq!((num(&r, "changes"), closed(&r)), (200, None), "{r:?}");

@@ -35,7 +35,8 @@ Attacks (N: how many of the thing, where there is a count):
                        types: all ignored, the request answered
   zero-window N        N requests for /big.bin with no flow-control window, never opened;
                        then waits, silent, until the server drops the connection (idle
-                       timeout) or 12 s
+                       timeout) or 12 s ("seconds": how long it took)
+  zero-window-ping N   the same, with a PING every 0.5 s (never idle)
   slow-reader N        /big.bin with a 1 KiB window raised by 64 bytes every 20 ms, for N s
   cid-retire N         the client retires the server's connection ID N times (each
                        RETIRE_CONNECTION_ID; the server must issue a new one), then a request
@@ -309,16 +310,24 @@ async def attack(name, client, n):
         # The streams of unknown types are stopped, not an error.
         await client.until(lambda: all(u in client.stops for u in unis), 2)
         out["unknown_streams"] = unis
-    elif name == "zero-window":
+    elif name in ("zero-window", "zero-window-ping"):
         # The window stays as it is (none): aioquic raises it as data arrives, not here.
         q._write_connection_limits = lambda *a, **k: None
         q._write_stream_limits = lambda *a, **k: None
         for _ in range(n):
             client.get(b"/big.bin")
         client.transmit()
-        # Silent from now on (aioquic sends nothing more without data or a timer).
-        await client.closing(12)
-        out["open_after_s"] = None if client.closed.done() else 12
+        start = client._loop.time()
+        if name == "zero-window":
+            # Silent from now on (aioquic sends nothing more without data or a timer).
+            await client.closing(12)
+        else:
+            # A PING every 0.5 s: the connection never idles.
+            while not client.closed.done() and client._loop.time() < start + 12:
+                q.send_ping(0)
+                client.transmit()
+                await client.closing(0.5)
+        out["seconds"] = client._loop.time() - start
     elif name == "slow-reader":
         sid = client.get(b"/big.bin")
         stream = q._streams[sid]
@@ -382,7 +391,7 @@ async def main():
     n = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     cfg = configuration(sni)
     cfg.idle_timeout = 30.0
-    if name == "zero-window":
+    if name.startswith("zero-window"):
         cfg.max_data = 0
         cfg.max_stream_data = 0
     elif name == "slow-reader":

@@ -24,6 +24,11 @@
 //!   RFC 9218: the urgency of the `priority` field or of a PRIORITY_UPDATE orders the
 //!   streams that write (the most urgent take the connection's room first) and becomes the
 //!   QUIC stream's priority; streams of one urgency take turns (incremental or not).
+//! * **Defences** (as `conn::h2`'s): a request the client cancels (STOP_SENDING or
+//!   RESET_STREAM) stops the rest of its stream, so that QUIC frees it and gives its place
+//!   under `max_streams` back; [`RESET_BUDGET`] cancellations before completion, refilled
+//!   by completed responses, then H3_EXCESSIVE_LOAD (Rapid Reset); responses that wait with
+//!   none of their bytes taken for `[http] send_timeout` close the connection.
 //! * **Ends.** A response is logged (`HTTP/3.0`) and counted when its last frame is handed
 //!   to QUIC; a stream the client resets or stops before that, or a connection lost, is
 //!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, upgrade) lets
@@ -154,6 +159,10 @@ pub(super) struct H3Conn {
     unacked: usize,
     /// What is left of [`RESET_BUDGET`].
     resets: u32,
+    /// Since when responses have waited with none of their bytes taken by QUIC (the client
+    /// opens no window, or acknowledges nothing): `[http] send_timeout` after it, the
+    /// connection is closed, as HTTP/1.1 and HTTP/2 do; None while none waits.
+    stalled: Option<Instant>,
 }
 
 /// A QUIC stream ID as HTTP/3 numbers it.
@@ -188,6 +197,7 @@ impl H3Conn {
             unacked: 0,
             urgency: BTreeMap::new(),
             resets: RESET_BUDGET,
+            stalled: None,
         }
     }
 
@@ -316,7 +326,18 @@ impl H3Conn {
             }
         }
         self.write_control(conn);
-        self.send(conn, cx);
+        let moved = self.send(conn, cx);
+        if moved || !self.reqs.values().any(|r| matches!(r, Req::Sending(_))) {
+            self.stalled = None;
+        } else {
+            let since = *self.stalled.get_or_insert(cx.clock.now);
+            let t = since + cx.cfg.send_timeout;
+            if t <= cx.clock.now {
+                self.close(conn, cx, ConnError { code: Code::NoError, why: "no progress for send_timeout" });
+                return jobs;
+            }
+            self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+        }
         jobs
     }
 
@@ -639,8 +660,10 @@ impl H3Conn {
     }
 
     /// Writes the responses: each stream's pending frame, then new DATA frames while the
-    /// stream takes them; a finished response ends its stream and is accounted.
-    fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) {
+    /// stream takes them; a finished response ends its stream and is accounted. True if QUIC
+    /// took bytes of any.
+    fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) -> bool {
+        let mut moved = false;
         self.wake = None;
         let mut done = std::mem::take(&mut self.done);
         // Only the streams that may make progress (new, writable again, or held by a rate
@@ -681,7 +704,9 @@ impl H3Conn {
             let Ok(v) = VarInt::from_u64(n) else { continue };
             let id = StreamId::from(v);
             s.queued = false;
+            let before = (s.pending.len(), s.left(), s.first.len());
             let progress = send_stream(conn, cx, id, s, &mut self.wake);
+            moved |= !matches!(progress, Progress::Blocked) || before != (s.pending.len(), s.left(), s.first.len());
             refused = if matches!(progress, Progress::Blocked) { refused + 1 } else { 0 };
             match progress {
                 Progress::Blocked => {}
@@ -713,6 +738,7 @@ impl H3Conn {
             }
         }
         self.done = done;
+        moved
     }
 }
 
