@@ -38,7 +38,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::os::fd::RawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use quinn_proto::{Connection, Dir, StreamEvent, StreamId, VarInt, WriteError};
@@ -157,12 +157,66 @@ pub(super) struct H3Conn {
     /// Responses handed to QUIC whole whose streams the client has not acknowledged yet: a
     /// graceful close waits for them (closing discards what is unacknowledged).
     unacked: usize,
+    guard: Guard,
+}
+
+/// The defences a connection keeps across turns, as `conn::h2` has them: the budget of
+/// requests cancelled before their response completed (Rapid Reset), and how long responses
+/// have waited with none of their bytes taken (`[http] send_timeout`).
+#[derive(Debug)]
+struct Guard {
     /// What is left of [`RESET_BUDGET`].
     resets: u32,
     /// Since when responses have waited with none of their bytes taken by QUIC (the client
-    /// opens no window, or acknowledges nothing): `[http] send_timeout` after it, the
-    /// connection is closed, as HTTP/1.1 and HTTP/2 do; None while none waits.
+    /// opens no window, or acknowledges nothing); None while none waits.
     stalled: Option<Instant>,
+}
+
+/// What [`Guard::sent`] makes of a turn.
+#[derive(Debug, PartialEq, Eq)]
+enum Stall {
+    /// No response waits, or one made progress.
+    No,
+    /// Responses wait: look again at this time.
+    Until(Instant),
+    /// None made progress for `send_timeout`: close the connection.
+    Expired,
+}
+
+impl Guard {
+    fn new() -> Guard {
+        Guard { resets: RESET_BUDGET, stalled: None }
+    }
+
+    /// A request was cancelled before its response was complete.
+    fn cancelled(&mut self) {
+        self.resets = self.resets.saturating_sub(1);
+    }
+
+    /// A response completed: one cancellation more is allowed, up to the budget.
+    fn completed(&mut self) {
+        self.resets = (self.resets + 1).min(RESET_BUDGET);
+    }
+
+    /// The budget is spent: the connection is closed (H3_EXCESSIVE_LOAD).
+    fn spent(&self) -> bool {
+        self.resets == 0
+    }
+
+    /// A turn of sending ended at `now`: `waiting`, responses wait to be sent; `moved`,
+    /// QUIC took bytes of at least one.
+    fn sent(&mut self, waiting: bool, moved: bool, now: Instant, send_timeout: Duration) -> Stall {
+        if moved || !waiting {
+            self.stalled = None;
+            return Stall::No;
+        }
+        let t = *self.stalled.get_or_insert(now) + send_timeout;
+        if t <= now {
+            Stall::Expired
+        } else {
+            Stall::Until(t)
+        }
+    }
 }
 
 /// A QUIC stream ID as HTTP/3 numbers it.
@@ -196,8 +250,7 @@ impl H3Conn {
             closed: false,
             unacked: 0,
             urgency: BTreeMap::new(),
-            resets: RESET_BUDGET,
-            stalled: None,
+            guard: Guard::new(),
         }
     }
 
@@ -246,7 +299,7 @@ impl H3Conn {
                 self.urgency.remove(&sid(id));
                 if let Some(req) = self.reqs.remove(&sid(id)) {
                     abandon(cx, req);
-                    self.cancelled();
+                    self.guard.cancelled();
                 }
                 let _ = conn.send_stream(id).reset(error_code);
                 // Nor is the rest of the request read: without this, a request side still
@@ -289,11 +342,6 @@ impl H3Conn {
         self.stopping = true;
     }
 
-    /// A request was cancelled before its response was complete: it costs the budget.
-    fn cancelled(&mut self) {
-        self.resets = self.resets.saturating_sub(1);
-    }
-
     /// Nothing left to do: stopping, no request in flight, every response acknowledged.
     pub(super) fn finished(&self) -> bool {
         self.stopping && self.reqs.is_empty() && self.control_out.is_empty() && self.unacked == 0
@@ -315,7 +363,7 @@ impl H3Conn {
             self.close(conn, cx, e);
             return jobs;
         }
-        if self.resets == 0 {
+        if self.guard.spent() {
             self.close(conn, cx, ConnError { code: Code::ExcessiveLoad, why: "too many requests cancelled" });
             return jobs;
         }
@@ -327,16 +375,13 @@ impl H3Conn {
         }
         self.write_control(conn);
         let moved = self.send(conn, cx);
-        if moved || !self.reqs.values().any(|r| matches!(r, Req::Sending(_))) {
-            self.stalled = None;
-        } else {
-            let since = *self.stalled.get_or_insert(cx.clock.now);
-            let t = since + cx.cfg.send_timeout;
-            if t <= cx.clock.now {
+        let waiting = self.reqs.values().any(|r| matches!(r, Req::Sending(_)));
+        match self.guard.sent(waiting, moved, cx.clock.now, cx.cfg.send_timeout) {
+            Stall::No => {}
+            Stall::Until(t) => self.wake = Some(self.wake.map_or(t, |w| w.min(t))),
+            Stall::Expired => {
                 self.close(conn, cx, ConnError { code: Code::NoError, why: "no progress for send_timeout" });
-                return jobs;
             }
-            self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
         }
         jobs
     }
@@ -529,7 +574,7 @@ impl H3Conn {
             // (RFC 9114 §4.1.2), which frees the stream.
             self.reqs.remove(&n);
             self.urgency.remove(&n);
-            self.cancelled();
+            self.guard.cancelled();
             let _ = conn.send_stream(id).reset(VarInt::from_u32(Code::RequestIncomplete as u32));
             return Ok(());
         }
@@ -713,7 +758,7 @@ impl H3Conn {
                 Progress::Throttled => self.throttled.push(n),
                 Progress::Done => {
                     self.unacked += 1;
-                    self.resets = (self.resets + 1).min(RESET_BUDGET);
+                    self.guard.completed();
                     s.ex.account(cx);
                     cx.counters.http3.requests += 1;
                     if s.reading {
@@ -842,4 +887,57 @@ fn unanswered(cx: &mut Ctx, fields: &Fields) {
     ex.start(CLIENT_CLOSED, cx.clock.now);
     ex.account_aborted(cx, false);
     cx.counters.http3.requests += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rapid Reset: the budget is spent after [`RESET_BUDGET`] cancellations in a row; each
+    /// completed response allows one more, never more than the budget.
+    #[test]
+    fn cancellations_spend_the_budget_completions_refill_it() {
+        let mut g = Guard::new();
+        for _ in 0..RESET_BUDGET - 1 {
+            g.cancelled();
+        }
+        assert!(!g.spent());
+        g.completed();
+        g.cancelled();
+        assert!(!g.spent());
+        g.cancelled();
+        assert!(g.spent());
+        // Completions beyond the budget are not banked.
+        let mut g = Guard::new();
+        for _ in 0..1000 {
+            g.completed();
+        }
+        for _ in 0..RESET_BUDGET {
+            g.cancelled();
+        }
+        assert!(g.spent());
+    }
+
+    /// send_timeout: counted from the first turn responses waited and none moved, renewed
+    /// by progress, forgotten when none waits.
+    #[test]
+    fn a_stall_expires_after_send_timeout_unless_bytes_move() {
+        let t0 = Instant::now();
+        let s = |n: u64| t0 + Duration::from_secs(n);
+        let timeout = Duration::from_secs(30);
+        let mut g = Guard::new();
+        assert_eq!(g.sent(true, true, s(0), timeout), Stall::No);
+        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
+        // Later turns without progress keep the first stalled moment.
+        assert_eq!(g.sent(true, false, s(20), timeout), Stall::Until(s(31)));
+        assert_eq!(g.sent(true, false, s(31), timeout), Stall::Expired);
+        // Progress renews it.
+        let mut g = Guard::new();
+        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
+        assert_eq!(g.sent(true, true, s(25), timeout), Stall::No);
+        assert_eq!(g.sent(true, false, s(40), timeout), Stall::Until(s(70)));
+        // Nothing waiting: no stall, whatever moved.
+        assert_eq!(g.sent(false, false, s(100), timeout), Stall::No);
+        assert_eq!(g.sent(true, false, s(101), timeout), Stall::Until(s(131)));
+    }
 }
