@@ -295,6 +295,14 @@ impl Quic {
         let addrs = if cfg.http3.listen.is_empty() { tls_addrs } else { &cfg.http3.listen };
         let mut socks = Vec::new();
         let mut ecfg = EndpointConfig::default();
+        // A single process binds (or, after an upgrade, takes over) both halves of its
+        // sockets itself (`steer`).
+        if cfg.workers <= 1 {
+            if let Some(line) = steer::prepare(addrs, 1)? {
+                eprintln!("ferrohttpd: {line}");
+            }
+            steer::adopt(0).map_err(|e| format!("http3: {e}"))?;
+        }
         // `workers = N`: the sockets the parent bound for this worker, and connection IDs
         // that carry its number (`steer`).
         let mut adopted = steer::take().filter(|a| a.sockets.len() == addrs.len()).map(|a| {
