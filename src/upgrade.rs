@@ -5,7 +5,10 @@
 //! to an absolute path at start-up, so a package upgrade that replaced the file is picked
 //! up), with the same arguments, and hands it every listening socket as an inherited
 //! descriptor, described in `FERROHTTPD_UPGRADE_FDS` (`FD:a` for a socket-activated one,
-//! `FD:p:ADDR` and `FD:t:ADDR` for a plain or TLS one bound for the configured `ADDR`). The
+//! `FD:p:ADDR` and `FD:t:ADDR` for a plain or TLS one bound for the configured `ADDR`,
+//! `FD:uN:ADDR` for HTTP/3's UDP socket number N, whose steering state goes in
+//! `FERROHTTPD_UPGRADE_QUIC`: `quic::steer`, which also switches new HTTP/3 connections to
+//! the new process when it says it serves). The
 //! new process re-reads its configuration, keeps the inherited sockets it still listens on
 //! (matched by the configured address, or by the bound one), binds the new ones, closes the
 //! rest, and once its listeners are registered writes one byte to the pipe named by

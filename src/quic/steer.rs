@@ -1,40 +1,57 @@
-//! `workers = N` (Linux): every QUIC packet reaches the worker that owns its connection, by
-//! its connection ID, also after the client's address or port changed (NAT rebinding,
-//! migration), when the kernel's hash of address and port would pick another worker.
+//! Every QUIC packet reaches the process and worker that own its connection, by its
+//! connection ID: with `workers = N` also after the client's address or port changed (NAT
+//! rebinding, migration), when the kernel's hash of address and port would pick another
+//! worker; and through a binary upgrade (`SIGUSR2`, `upgrade`), where the old process's
+//! connections finish on it while new ones go to the new process (Linux).
 //!
-//! * **Sockets.** The parent binds the UDP sockets, address by address, worker 0's first:
-//!   the kernel numbers the sockets of a reuseport group in the order they joined it, so
-//!   worker i's socket is number i. The parent keeps them for the life of the process: a
-//!   worker restarted after it died gets the very same socket, and so the same number (a
-//!   socket leaves its group, and the last one takes its place, only when it is closed).
-//!   [`Sets::adopt`] hands worker i its sockets in the forked child; `Quic::bind` takes them.
+//! * **Sockets.** The process that supervises (the parent of the workers, or the single
+//!   process) binds `2 × N` UDP sockets per address, in number order: the kernel numbers the
+//!   sockets of a reuseport group in the order they joined it. They are two halves, used in
+//!   turn by successive processes: the first process's worker i reads socket i, the next
+//!   one's (after an upgrade) socket N + i, the one after that socket i again. The sockets
+//!   are kept for the life of the process ([`GROUP`]) and handed over by an upgrade
+//!   ([`handed`], [`stash`], [`prepare`]): a worker restarted after it died gets the very
+//!   same socket, and so the same number, and the numbers never change (a socket leaves its
+//!   group, and the last one takes its place, only when every process has closed it).
+//!   [`adopt`] hands worker i its sockets in the forked child; `Quic::bind` takes them.
 //! * **Connection IDs** ([`Gen`]): 8 bytes. The first four, read as a big-endian `w`, carry
-//!   the worker's number in the top byte of `w × K mod 2³²`, where `K` is an odd secret made
-//!   by the parent at start-up (so every worker and every restarted one has it); the rest of
-//!   that product and the other four bytes are random. An observer without `K` sees random
-//!   bytes and cannot read the number off a fixed byte, as it could from nginx's
-//!   (`quic_bpf`), whose IDs begin with the socket's cookie. It is obfuscation, not
-//!   encryption (RFC 9000 §5.1 asks that an observer not link IDs; QUIC-LB's encrypted IDs
-//!   need AES, which a classic BPF program cannot run): `K` is 31 bits, which enough IDs
-//!   known to be of one worker would let one search for.
+//!   the socket's number (which says the half, so the process, and the worker) in the top
+//!   byte of `w × K mod 2³²`, where `K` is an odd secret made at the first start and handed
+//!   over with the sockets (so every worker, restarted worker and upgraded process has it,
+//!   and the old process's IDs stay readable); the rest of that product and the other four
+//!   bytes are random. An observer without `K` sees random bytes and cannot read the number
+//!   off a fixed byte, as it could from nginx's (`quic_bpf`), whose IDs begin with the
+//!   socket's cookie. It is obfuscation, not encryption (RFC 9000 §5.1 asks that an observer
+//!   not link IDs; QUIC-LB's encrypted IDs need AES, which a classic BPF program cannot
+//!   run): `K` is 31 bits, which enough IDs known to be of one worker would let one search
+//!   for.
 //! * **The program** ([`program`]): a classic BPF program attached to each group with
 //!   `SO_ATTACH_REUSEPORT_CBPF`; it sees the UDP payload at offset 0 (the kernel pulls the
 //!   UDP header off before running it, `run_bpf_filter` in `net/core/sock_reuseport.c`) and
-//!   returns the socket number: for a short header, from the four bytes after the first one
-//!   (the destination ID); for a long one (Initial, 0-RTT, Handshake, Retry'd Initial), from
-//!   the four after the ID's length byte at offset 5. A number the group does not have (an
-//!   Initial's ID is the client's random choice: its number is random, from 0 to 255)
-//!   makes the kernel fall back to its hash, as does a long header with an ID shorter than
-//!   four bytes. Both are functions of what every packet of the attempt repeats (the ID,
-//!   the addresses), so the attempt stays on one worker, whose IDs the client then uses.
-//! * **Checked, not assumed** ([`verify`]): once the program is attached, the parent sends
-//!   one short-header datagram per worker to each address and reads it back from that
-//!   worker's socket. Where a group holds sockets this parent did not bind (a binary
-//!   upgrade: the old process's sockets stay in the group until it exits, and the swaps
-//!   when they leave reorder the new ones) the check fails, the program is detached, and
-//!   packets are spread by the kernel's hash as without steering: a client that changes
-//!   address may then reach a worker that does not know it (it gets a stateless reset and
-//!   reconnects). The log says so; a restart brings steering back.
+//!   returns the socket number. A short header, or a Handshake packet with an 8-byte ID,
+//!   goes by its destination ID (the four bytes after the first one, or after the ID's
+//!   length at offset 5) to that socket, in either half: the old process's connections
+//!   keep reaching it. An Initial or 0-RTT packet may carry the client's random ID: it goes
+//!   to the socket its number names if that is in the live half (a handshake's later
+//!   Initials, an Initial after a Retry, carry ours), else to the live half's socket
+//!   `number mod N`; either is a function of what every packet of the attempt repeats, so
+//!   the attempt stays on one worker, whose IDs the client then uses. A number past both
+//!   halves (not one of ours) goes to a live socket the same way: nothing falls to the
+//!   kernel's hash, which could pick a socket of the idle half that no one reads.
+//! * **The switch** ([`switch`]): a new process (after an upgrade) takes the idle half;
+//!   once its workers read their sockets it attaches the program naming its half the live
+//!   one, and only then tells the old process it serves. The old process's connections are
+//!   sent GOAWAY and finish on the old half (bounded by `shutdown_timeout`). A handshake
+//!   under way at the switch may be lost (its next Initials go to the new process, which
+//!   cannot read them); the client starts again. The next upgrade needs the old half free again: it is refused while the
+//!   process upgraded from still runs ([`handed`]).
+//! * **Checked, not assumed** ([`verify`]): the first process sends one short-header
+//!   datagram per socket to each address and reads it back from that socket; an upgraded
+//!   one does so for its half. If the program cannot be attached or the check fails, or
+//!   past 127 workers, steering is off: the program is detached, the idle half closed, the
+//!   log says so, and packets are spread by the kernel's hash (a client that changes
+//!   address may then reach a worker that does not know it; an upgrade hands no UDP socket
+//!   over and may cut HTTP/3 connections).
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
