@@ -976,7 +976,7 @@ fn h2_client(dial: &Dial, c: usize, stop: &AtomicBool, counts: &Counts) {
     }
 }
 
-/// The HTTP/3 tests' big file: 1 MiB at once, then 1 MiB/s (`limit_rate`).
+/// The HTTP/3 tests' big file: 1 MiB at once, then 512 KiB/s (`limit_rate`).
 #[cfg(feature = "http3")]
 const H3_BIG: usize = 5 << 20;
 
@@ -1076,7 +1076,7 @@ fn http3_survives_upgrades(workers: usize) {
         &format!(
             "workers = {workers}\nlisten = [\"127.0.0.1:{plain}\"]\n[tls]\nlisten = [\"127.0.0.1:{tls}\"]\n\
              cert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n[http3]\nenabled = true\n\
-             [status]\nenabled = true\n[http]\nlimit_rate = \"1MiB/s\"\nlimit_rate_after = 1048576\n"
+             [status]\nenabled = true\n[http]\nlimit_rate = \"512KiB/s\"\nlimit_rate_after = 1048576\n"
         ),
         |dir, root| {
             common::proto::make_localhost_cert(dir);
@@ -1111,22 +1111,22 @@ fn http3_survives_upgrades(workers: usize) {
     let old = srv.child.id();
     let first = servers(old);
     assert!(first.contains(&h3_status_pid(tls).expect("status")), "{}", stderr(&srv));
-    // The transfer: 1 MiB at once, then 4 at 1 MiB/s, through the upgrade.
+    // The transfer: 1 MiB at once, then 4 at 512 KiB/s (8 s), through the upgrade.
     let transfer = h3_get(tls, "/h3big.bin");
     thread::sleep(Duration::from_millis(1500));
     signal(old, "USR2");
     let new = srv.wait_new_pid(old, Duration::from_secs(10)).expect("a new process");
     wait_log(&srv, &format!("upgrade: process {new} serves"));
     wait_log(&srv, "http3: new connections come to this process");
+    // Not while the old process still drains the half a next one would take.
+    assert!(alive(old), "the old process left before its transfer ended: {}", stderr(&srv));
+    signal(new, "USR2");
+    wait_log(&srv, &format!("process {old}, upgraded from, still finishes its HTTP/3 connections"));
     let second = servers(new);
     for _ in 0..3 {
         let pid = h3_status_pid(tls).expect("status");
         assert!(second.contains(&pid), "served by {pid}, not by {second:?} of {new}: {}", stderr(&srv));
     }
-    // Not while the old process still drains the half a next one would take.
-    assert!(alive(old), "the old process left before its transfer ended");
-    signal(new, "USR2");
-    wait_log(&srv, &format!("process {old}, upgraded from, still finishes its HTTP/3 connections"));
     h3_migrate(tls);
     let got = transfer.join().unwrap();
     assert!(got.contains("\"status\": 200"), "{got} {}", stderr(&srv));
