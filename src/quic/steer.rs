@@ -308,12 +308,12 @@ pub fn stash(sockets: Numbered, state: String) {
 
 /// Makes this process's sockets for `workers` workers on `addrs`: the ones an upgrading
 /// process handed over, or new ones. `Ok(Some(line))`: a line to log (steering is off, and
-/// why; or, after an upgrade, that it goes on). An upgrade that cannot take the handed-over
+/// why). An upgrade that cannot take the handed-over
 /// sockets (other addresses or another number of workers) fails: the old process serves on.
 pub fn prepare(addrs: &[SocketAddr], workers: usize) -> Result<Option<String>, String> {
     let handed = INHERITED.lock().ok().and_then(|mut g| g.take());
     let (sets, line) = match handed {
-        Some((sockets, state)) => Sets::inherit(addrs, workers, sockets, &state)?,
+        Some((sockets, state)) => (Sets::inherit(addrs, workers, sockets, &state)?, None),
         None => {
             let (sets, why) = Sets::bind(addrs, workers)?;
             let line = why.map(|why| {
@@ -439,12 +439,7 @@ impl Sets {
 
     /// The sockets an upgrading process handed over, for the same addresses and number of
     /// workers: this process takes the other half, and checks that datagrams reach it.
-    fn inherit(
-        addrs: &[SocketAddr],
-        workers: usize,
-        mut handed: Numbered,
-        state: &str,
-    ) -> Result<(Sets, Option<String>), String> {
+    fn inherit(addrs: &[SocketAddr], workers: usize, mut handed: Numbered, state: &str) -> Result<Sets, String> {
         let bad = || format!("http3: the handed-over state {state:?} is not understood");
         let mut it = state.split(' ');
         let key = it.next().and_then(|k| u32::from_str_radix(k, 16).ok()).filter(|k| k & 1 == 1).ok_or_else(bad)?;
@@ -479,7 +474,7 @@ impl Sets {
         for j in 0..addrs.len() {
             verify(&s.sets, &ours, j, key)?;
         }
-        Ok((s, None))
+        Ok(s)
     }
 }
 
