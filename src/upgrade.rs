@@ -163,6 +163,9 @@ impl Launcher {
 pub struct Upgrade {
     launcher: Launcher,
     pending: Option<Pending>,
+    /// The pid file, written again when a new process fails: it may have written its pid
+    /// there, and removed the file as it exited.
+    pid_file: Option<PathBuf>,
 }
 
 /// A new process started and not yet serving.
@@ -204,8 +207,16 @@ fn set_nonblocking(fd: RawFd) {
 }
 
 impl Upgrade {
-    pub fn new(launcher: Launcher) -> Upgrade {
-        Upgrade { launcher, pending: None }
+    pub fn new(launcher: Launcher, pid_file: Option<PathBuf>) -> Upgrade {
+        Upgrade { launcher, pending: None, pid_file }
+    }
+
+    /// The pid file names this process again (a new one that failed may have taken it).
+    fn reclaim_pid_file(&self) -> String {
+        match self.pid_file.as_deref().map(crate::thttpd::privs::write_pidfile) {
+            Some(Err(e)) => format!("; {e}"),
+            _ => String::new(),
+        }
     }
 
     /// When to give up waiting for the new process.
@@ -305,8 +316,9 @@ impl Upgrade {
             Err(e) => Progress::Failed(format!("reading its ready pipe: {e}")),
         };
         if let Some(mut p) = self.pending.take() {
-            if matches!(outcome, Progress::Failed(_)) {
+            if let Progress::Failed(why) = outcome {
                 p.abandon();
+                return Progress::Failed(why + &self.reclaim_pid_file());
             }
         }
         outcome
@@ -321,8 +333,9 @@ impl Upgrade {
         let pid = p.child.id();
         p.abandon();
         Some(format!(
-            "upgrade failed, still serving: process {pid} did not report serving within {} s; it was stopped",
-            READY_TIMEOUT.as_secs()
+            "upgrade failed, still serving: process {pid} did not report serving within {} s; it was stopped{}",
+            READY_TIMEOUT.as_secs(),
+            self.reclaim_pid_file()
         ))
     }
 }

@@ -1161,3 +1161,31 @@ fn http3_survives_an_upgrade_single_process() {
 fn http3_survives_an_upgrade_with_workers() {
     http3_survives_upgrades(2);
 }
+
+/// An upgrade keeps the HTTP/3 addresses (`quic::steer`): a configuration that changes them
+/// makes the new process fail, saying why, and the old one serves on, over HTTP/3 too.
+#[cfg(feature = "http3")]
+#[test]
+fn http3_an_upgrade_that_changes_the_http3_addresses_fails_and_the_old_process_serves_on() {
+    if !common::have_aioquic("the HTTP/3 upgrade tests are") {
+        return;
+    }
+    let (tls, udp, other) = (common::free_port(), common::free_port(), common::free_port());
+    let base = format!(
+        "[tls]\nlisten = [\"127.0.0.1:{tls}\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n\
+         [http3]\nenabled = true\n"
+    );
+    let mut srv = Upgradable::start(&format!("{base}listen = [\"127.0.0.1:{udp}\"]\n"), |dir, root| {
+        common::proto::make_localhost_cert(dir);
+        make_files(root);
+    });
+    assert!(h3_get(udp, "/u1.bin").join().unwrap().contains("\"status\": 200"));
+    let cfg = srv.dir().join("ferrohttpd.toml");
+    let text = fs::read_to_string(&cfg).unwrap();
+    fs::write(&cfg, text.replace(&format!("127.0.0.1:{udp}"), &format!("127.0.0.1:{other}"))).unwrap();
+    upgrade_fails(&mut srv, "exited (exit status: 1) before serving");
+    let err = String::from_utf8_lossy(&srv.stderr.lock().unwrap()).into_owned();
+    assert!(err.contains(&format!("a binary upgrade keeps the HTTP/3 addresses (127.0.0.1:{other}")), "{err}");
+    let got = h3_get(udp, "/u1.bin").join().unwrap();
+    assert!(got.contains("\"status\": 200") && got.contains(&sha256(&body(1))), "{got}");
+}
