@@ -405,7 +405,10 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     if !have_client() {
         return;
     }
-    let srv = h3_server("idle_timeout = \"3s\"\n", |_, _| {});
+    // The flood's handshakes stay open for the idle timeout: long enough that the server is
+    // still under load (at the Retry threshold, 128 handshaking) when the client after the
+    // flood comes, even where a loaded machine starts that client seconds later.
+    let srv = h3_server("idle_timeout = \"8s\"\n", |_, _| {});
     let get = [("GET", "/file.txt", "localhost", &[][..])];
     let r = h3(&srv, "localhost", &get).unwrap();
     assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
@@ -419,7 +422,10 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     let mut out = std::io::BufReader::new(flood.stdout.take().unwrap());
     std::io::BufRead::read_line(&mut out, &mut start).unwrap();
     assert_eq!(start, "start\n");
-    std::thread::sleep(Duration::from_millis(300));
+    // The client "during" the flood connects once the server is under load (not after a
+    // fixed pause, which a loaded machine can make too short).
+    let st = wait_h3_status(&srv, "handshaking", |n| n >= 128);
+    assert!(st["handshaking"] >= 128, "the flood's handshakes reached the Retry threshold: {st:?}");
     let during = h3(&srv, "localhost", &get);
     let mut sent = String::new();
     std::io::Read::read_to_string(&mut out, &mut sent).unwrap();
@@ -442,7 +448,7 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     assert_eq!(st["validated"], 2, "both real clients came back validated: {st:?}");
     assert_eq!(st["refused"], 0, "{st:?}");
     assert!(grown < 16 * 1024, "VmRSS grew by {grown} kB");
-    // The flood's handshakes time out (idle_timeout 3 s): nothing is left.
+    // The flood's handshakes time out (idle_timeout 8 s): nothing is left.
     let st = wait_h3_status(&srv, "open", |n| n == 0);
     assert_eq!((st["open"], st["handshaking"]), (0, 0), "{st:?}");
 }
