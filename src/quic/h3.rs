@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::os::fd::RawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use quinn_proto::{Connection, Dir, StreamEvent, StreamId, VarInt, WriteError};
@@ -56,6 +56,11 @@ const CHUNK: usize = 32 * 1024;
 const READ_MAX: usize = 16 * 1024;
 /// Request readers and field lists a connection keeps for reuse (see `H3Conn::spare_readers`).
 const SPARE: usize = 2;
+/// How long a connection stays without a request in flight before it drops the buffers it
+/// keeps for reuse (its spare readers and field lists, its scratch lists), as an HTTP/2
+/// connection does (`conn::h2`'s `SHED_AFTER`): not at every gap between two requests, which
+/// would allocate them again for each.
+const SHED_AFTER: Duration = Duration::from_millis(250);
 /// How long responses held back behind a full connection window (see [`H3Conn::send`]) wait
 /// at most before they are tried again when no event of the connection comes first.
 const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -147,6 +152,10 @@ pub(super) struct H3Conn {
     /// Responses handed to QUIC whole whose streams the client has not acknowledged yet: a
     /// graceful close waits for them (closing discards what is unacknowledged).
     unacked: usize,
+    /// Since when no request has been in flight, and whether the buffers kept for reuse are
+    /// dropped (see [`SHED_AFTER`]).
+    idle_since: Option<Instant>,
+    shed: bool,
 }
 
 /// A QUIC stream ID as HTTP/3 numbers it.
@@ -180,6 +189,8 @@ impl H3Conn {
             closed: false,
             unacked: 0,
             urgency: BTreeMap::new(),
+            idle_since: None,
+            shed: false,
         }
     }
 
@@ -295,7 +306,38 @@ impl H3Conn {
         }
         self.write_control(conn);
         self.send(conn, cx);
+        self.shed_if_idle(cx.clock.now);
         jobs
+    }
+
+    /// Drops the buffers kept for reuse once no request has been in flight for
+    /// [`SHED_AFTER`] (until then, a wake-up is set for it): an idle connection holds only
+    /// its state.
+    fn shed_if_idle(&mut self, now: Instant) {
+        if !self.reqs.is_empty() {
+            self.idle_since = None;
+            self.shed = false;
+            return;
+        }
+        if self.shed {
+            return;
+        }
+        let at = *self.idle_since.get_or_insert(now) + SHED_AFTER;
+        if now < at {
+            self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
+            return;
+        }
+        self.shed = true;
+        self.spare_readers = Vec::new();
+        self.spare_fields = Vec::new();
+        // Empty by now but for stale entries, which are kept (an empty one frees its room).
+        for list in [&mut self.writable, &mut self.throttled, &mut self.resumed, &mut self.done] {
+            list.shrink_to_fit();
+        }
+        self.readable.shrink_to_fit();
+        self.order.shrink_to_fit();
+        self.control_out.shrink_to_fit();
+        self.session.shed();
     }
 
     /// The connection fails with `e` (CONNECTION_CLOSE with its code).
