@@ -135,13 +135,20 @@ class Client(QuicConnectionProtocol):
                 self.finish(ev.stream_id)
 
 
-async def main():
-    host, port, sni = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    reqs = json.load(sys.stdin)
+def configuration(sni):
+    """The client's QUIC configuration: ALPN h3, SNI `sni`, the certificate not verified,
+    windows large enough that flow control never holds a response back."""
     cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=sni)
     cfg.verify_mode = ssl.CERT_NONE
     cfg.max_data = 1 << 26
     cfg.max_stream_data = 1 << 24
+    return cfg
+
+
+async def main():
+    host, port, sni = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    reqs = json.load(sys.stdin)
+    cfg = configuration(sni)
     async with connect(host, port, configuration=cfg, create_protocol=Client) as client:
         sids = [client.request(r) for r in reqs]
         client.transmit()
@@ -167,10 +174,7 @@ async def main():
 async def session():
     host, port, sni = sys.argv[2], int(sys.argv[3]), sys.argv[4]
     loop = asyncio.get_running_loop()
-    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=sni)
-    cfg.verify_mode = ssl.CERT_NONE
-    cfg.max_data = 1 << 26
-    cfg.max_stream_data = 1 << 24
+    cfg = configuration(sni)
     # A server that never answers ends the session's handshake in 10 s, not aioquic's 60.
     cfg.idle_timeout = 10.0
 

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::json::{self, Json};
+use common::proto::h3::{server as h3_server, status as h3_status, wait_status as wait_h3_status};
 use common::*;
 
 /// What the client got for one request.
@@ -118,22 +119,6 @@ fn sha256(bytes: &[u8]) -> String {
     child.stdin.take().unwrap().write_all(bytes).unwrap();
     let out = child.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
-}
-
-/// A server with a TLS listener (the `localhost` certificate) and HTTP/3 on its port;
-/// `extra` is appended to the configuration (tables after `[http3]`).
-fn h3_server(extra: &str, setup: impl FnOnce(&Path, &Path) + 'static) -> Server {
-    Server::builder()
-        .setup(|dir, _| proto::make_localhost_cert(dir))
-        .setup(setup)
-        .raw_config(&format!(
-            "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\n\
-             [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n\
-             [status]\nenabled = true\n\
-             [tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n\
-             [http3]\nenabled = true\n{extra}"
-        ))
-        .start()
 }
 
 const SMALL: usize = 4096;
@@ -396,21 +381,6 @@ fn urgent_response_goes_first() {
     assert_eq!((r[1].order, r[0].order), (0, 1), "the urgent response ended first");
 }
 
-/// The status page's QUIC counters: `http3_connections` by name, `http3_refused` as
-/// `refused.REASON`, `http3_packets` as `packets.NAME`.
-fn h3_status(srv: &Server) -> std::collections::HashMap<String, u64> {
-    let text = srv.get("/.status").body_text();
-    let mut got = std::collections::HashMap::new();
-    for (line, prefix) in [("http3_connections:", ""), ("http3_refused:", "refused."), ("http3_packets:", "packets.")] {
-        let l = text.lines().find_map(|l| l.strip_prefix(line)).unwrap_or_else(|| panic!("no {line} in {text}"));
-        let words: Vec<&str> = l.split_whitespace().collect();
-        for kv in words.chunks(2) {
-            got.insert(format!("{prefix}{}", kv[0]), kv[1].parse().unwrap());
-        }
-    }
-    got
-}
-
 /// Runs `tests/quicflood.py` with `args` (bounded by itself).
 fn quicflood(args: &[&str]) -> Child {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/quicflood.py");
@@ -421,19 +391,6 @@ fn finish(child: Child) -> String {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "quicflood: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Waits (≤ 10 s) until the status page's counter `key` satisfies `f`; the last counters.
-fn wait_h3_status(srv: &Server, key: &str, f: impl Fn(u64) -> bool) -> std::collections::HashMap<String, u64> {
-    let mut st = h3_status(srv);
-    for _ in 0..100 {
-        if f(st[key]) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        st = h3_status(srv);
-    }
-    st
 }
 
 /// A flood of 2,000 real client Initials (each its own connection, from a new source port,

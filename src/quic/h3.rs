@@ -24,6 +24,11 @@
 //!   RFC 9218: the urgency of the `priority` field or of a PRIORITY_UPDATE orders the
 //!   streams that write (the most urgent take the connection's room first) and becomes the
 //!   QUIC stream's priority; streams of one urgency take turns (incremental or not).
+//! * **Defences** (as `conn::h2`'s): a request the client cancels (STOP_SENDING or
+//!   RESET_STREAM) stops the rest of its stream, so that QUIC frees it and gives its place
+//!   under `max_streams` back; [`RESET_BUDGET`] cancellations before completion, refilled
+//!   by completed responses, then H3_EXCESSIVE_LOAD (Rapid Reset); responses that wait with
+//!   none of their bytes taken for `[http] send_timeout` close the connection.
 //! * **Ends.** A response is logged (`HTTP/3.0`) and counted when its last frame is handed
 //!   to QUIC; a stream the client resets or stops before that, or a connection lost, is
 //!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, upgrade) lets
@@ -61,6 +66,11 @@ const SPARE: usize = 2;
 /// connection does (`conn::h2`'s `SHED_AFTER`): not at every gap between two requests, which
 /// would allocate them again for each.
 const SHED_AFTER: Duration = Duration::from_millis(250);
+/// Requests a client may cancel (stop or reset their stream) before their response is
+/// complete, refilled by one with every response completed; when none is left the connection
+/// is closed with H3_EXCESSIVE_LOAD (Rapid Reset, as `[http2] reset_budget`'s default does
+/// for HTTP/2).
+const RESET_BUDGET: u32 = 200;
 /// How long responses held back behind a full connection window (see [`H3Conn::send`]) wait
 /// at most before they are tried again when no event of the connection comes first.
 const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -156,6 +166,66 @@ pub(super) struct H3Conn {
     /// dropped (see [`SHED_AFTER`]).
     idle_since: Option<Instant>,
     shed: bool,
+    guard: Guard,
+}
+
+/// The defences a connection keeps across turns, as `conn::h2` has them: the budget of
+/// requests cancelled before their response completed (Rapid Reset), and how long responses
+/// have waited with none of their bytes taken (`[http] send_timeout`).
+#[derive(Debug)]
+struct Guard {
+    /// What is left of [`RESET_BUDGET`].
+    resets: u32,
+    /// Since when responses have waited with none of their bytes taken by QUIC (the client
+    /// opens no window, or acknowledges nothing); None while none waits.
+    stalled: Option<Instant>,
+}
+
+/// What [`Guard::sent`] makes of a turn.
+#[derive(Debug, PartialEq, Eq)]
+enum Stall {
+    /// No response waits, or one made progress.
+    No,
+    /// Responses wait: look again at this time.
+    Until(Instant),
+    /// None made progress for `send_timeout`: close the connection.
+    Expired,
+}
+
+impl Guard {
+    fn new() -> Guard {
+        Guard { resets: RESET_BUDGET, stalled: None }
+    }
+
+    /// A request was cancelled before its response was complete.
+    fn cancelled(&mut self) {
+        self.resets = self.resets.saturating_sub(1);
+    }
+
+    /// A response completed: one cancellation more is allowed, up to the budget.
+    fn completed(&mut self) {
+        self.resets = (self.resets + 1).min(RESET_BUDGET);
+    }
+
+    /// The budget is spent: the connection is closed (H3_EXCESSIVE_LOAD).
+    fn spent(&self) -> bool {
+        self.resets == 0
+    }
+
+    /// A turn of sending ended at `now`: `waiting`, responses wait to be sent; `moved`,
+    /// QUIC took bytes of at least one.
+    fn sent(&mut self, waiting: bool, moved: bool, now: Instant, send_timeout: Duration) -> Stall {
+        if moved || !waiting {
+            self.stalled = None;
+            return Stall::No;
+        }
+        let t = *self.stalled.get_or_insert(now) + send_timeout;
+        if t <= now {
+            Stall::Expired
+        } else {
+            Stall::Until(t)
+        }
+    }
 }
 
 /// A QUIC stream ID as HTTP/3 numbers it.
@@ -191,6 +261,7 @@ impl H3Conn {
             urgency: BTreeMap::new(),
             idle_since: None,
             shed: false,
+            guard: Guard::new(),
         }
     }
 
@@ -239,8 +310,13 @@ impl H3Conn {
                 self.urgency.remove(&sid(id));
                 if let Some(req) = self.reqs.remove(&sid(id)) {
                     abandon(cx, req);
+                    self.guard.cancelled();
                 }
                 let _ = conn.send_stream(id).reset(error_code);
+                // Nor is the rest of the request read: without this, a request side still
+                // open (or reset by the client, but not read) would keep the stream, and its
+                // place under `max_streams`, for the connection's life.
+                let _ = conn.recv_stream(id).stop(VarInt::from_u32(Code::RequestCancelled as u32));
             }
             StreamEvent::Finished { id } if id.dir() == Dir::Bi => self.unacked = self.unacked.saturating_sub(1),
             StreamEvent::Writable { id } => {
@@ -302,6 +378,10 @@ impl H3Conn {
             self.close(conn, cx, e);
             return jobs;
         }
+        if self.guard.spent() {
+            self.close(conn, cx, ConnError { code: Code::ExcessiveLoad, why: "too many requests cancelled" });
+            return jobs;
+        }
         for n in std::mem::take(&mut self.resumed) {
             if let Some(Req::Paused(p)) = self.reqs.remove(&n) {
                 let (fields, reading) = *p;
@@ -309,7 +389,15 @@ impl H3Conn {
             }
         }
         self.write_control(conn);
-        self.send(conn, cx);
+        let moved = self.send(conn, cx);
+        let waiting = self.reqs.values().any(|r| matches!(r, Req::Sending(_)));
+        match self.guard.sent(waiting, moved, cx.clock.now, cx.cfg.send_timeout) {
+            Stall::No => {}
+            Stall::Until(t) => self.wake = Some(self.wake.map_or(t, |w| w.min(t))),
+            Stall::Expired => {
+                self.close(conn, cx, ConnError { code: Code::NoError, why: "no progress for send_timeout" });
+            }
+        }
         self.shed_if_idle(cx.clock.now);
         jobs
     }
@@ -318,6 +406,9 @@ impl H3Conn {
     /// [`SHED_AFTER`] (until then, a wake-up is set for it): an idle connection holds only
     /// its state.
     fn shed_if_idle(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
         if !self.reqs.is_empty() {
             self.idle_since = None;
             self.shed = false;
@@ -528,8 +619,12 @@ impl H3Conn {
             let _ = chunks.finalize();
         }
         if reset {
+            // The request ended before its head was complete: so does the response
+            // (RFC 9114 §4.1.2), which frees the stream.
             self.reqs.remove(&n);
             self.urgency.remove(&n);
+            self.guard.cancelled();
+            let _ = conn.send_stream(id).reset(VarInt::from_u32(Code::RequestIncomplete as u32));
             return Ok(());
         }
         if let Some(code) = stream_error {
@@ -659,8 +754,10 @@ impl H3Conn {
     }
 
     /// Writes the responses: each stream's pending frame, then new DATA frames while the
-    /// stream takes them; a finished response ends its stream and is accounted.
-    fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) {
+    /// stream takes them; a finished response ends its stream and is accounted. True if QUIC
+    /// took bytes of any.
+    fn send(&mut self, conn: &mut Connection, cx: &mut Ctx) -> bool {
+        let mut moved = false;
         self.wake = None;
         let mut done = std::mem::take(&mut self.done);
         // Only the streams that may make progress (new, writable again, or held by a rate
@@ -701,13 +798,16 @@ impl H3Conn {
             let Ok(v) = VarInt::from_u64(n) else { continue };
             let id = StreamId::from(v);
             s.queued = false;
+            let before = (s.pending.len(), s.left(), s.first.len());
             let progress = send_stream(conn, cx, id, s, &mut self.wake);
+            moved |= !matches!(progress, Progress::Blocked) || before != (s.pending.len(), s.left(), s.first.len());
             refused = if matches!(progress, Progress::Blocked) { refused + 1 } else { 0 };
             match progress {
                 Progress::Blocked => {}
                 Progress::Throttled => self.throttled.push(n),
                 Progress::Done => {
                     self.unacked += 1;
+                    self.guard.completed();
                     s.ex.account(cx);
                     cx.counters.http3.requests += 1;
                     if s.reading {
@@ -732,6 +832,7 @@ impl H3Conn {
             }
         }
         self.done = done;
+        moved
     }
 }
 
@@ -835,4 +936,57 @@ fn unanswered(cx: &mut Ctx, fields: &Fields) {
     ex.start(CLIENT_CLOSED, cx.clock.now);
     ex.account_aborted(cx, false);
     cx.counters.http3.requests += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rapid Reset: the budget is spent after [`RESET_BUDGET`] cancellations in a row; each
+    /// completed response allows one more, never more than the budget.
+    #[test]
+    fn cancellations_spend_the_budget_completions_refill_it() {
+        let mut g = Guard::new();
+        for _ in 0..RESET_BUDGET - 1 {
+            g.cancelled();
+        }
+        assert!(!g.spent());
+        g.completed();
+        g.cancelled();
+        assert!(!g.spent());
+        g.cancelled();
+        assert!(g.spent());
+        // Completions beyond the budget are not banked.
+        let mut g = Guard::new();
+        for _ in 0..1000 {
+            g.completed();
+        }
+        for _ in 0..RESET_BUDGET {
+            g.cancelled();
+        }
+        assert!(g.spent());
+    }
+
+    /// send_timeout: counted from the first turn responses waited and none moved, renewed
+    /// by progress, forgotten when none waits.
+    #[test]
+    fn a_stall_expires_after_send_timeout_unless_bytes_move() {
+        let t0 = Instant::now();
+        let s = |n: u64| t0 + Duration::from_secs(n);
+        let timeout = Duration::from_secs(30);
+        let mut g = Guard::new();
+        assert_eq!(g.sent(true, true, s(0), timeout), Stall::No);
+        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
+        // Later turns without progress keep the first stalled moment.
+        assert_eq!(g.sent(true, false, s(20), timeout), Stall::Until(s(31)));
+        assert_eq!(g.sent(true, false, s(31), timeout), Stall::Expired);
+        // Progress renews it.
+        let mut g = Guard::new();
+        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
+        assert_eq!(g.sent(true, true, s(25), timeout), Stall::No);
+        assert_eq!(g.sent(true, false, s(40), timeout), Stall::Until(s(70)));
+        // Nothing waiting: no stall, whatever moved.
+        assert_eq!(g.sent(false, false, s(100), timeout), Stall::No);
+        assert_eq!(g.sent(true, false, s(101), timeout), Stall::Until(s(131)));
+    }
 }

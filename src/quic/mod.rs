@@ -28,7 +28,8 @@
 //!   handshakes are in progress, so that a flood of Initials from forged addresses gets
 //!   stateless Retries and no connection once the threshold is reached. Before validation
 //!   `quinn-proto` sends at most three times what it received (§8.1). Streams per connection:
-//!   `[http3] max_streams` bidirectional, [`UNI_STREAMS`] unidirectional. Each outcome is
+//!   `[http3] max_streams` bidirectional, [`UNI_STREAMS`] unidirectional (within a
+//!   connection, `h3.rs` adds a budget of cancelled requests and `send_timeout`). Each outcome is
 //!   counted (`status::Http3Counters`), and so are stateless resets; so are, once a
 //!   connection is gone, its packets sent and lost and its congestion events.
 //! * **HTTP/3** is in `h3.rs`: the glue between the streams and `serve::answer`, over the

@@ -533,11 +533,13 @@ pub mod tls {
 /// stdout.
 #[cfg(feature = "http3")]
 pub mod h3 {
+    use std::collections::HashMap;
     use std::fmt::Write as _;
     use std::io::{BufRead, BufReader, Write};
     use std::path::Path;
     use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
     use std::sync::OnceLock;
+    use std::thread;
     use std::time::{Duration, Instant};
 
     use super::super::json::{parse_json, Json};
@@ -647,6 +649,52 @@ pub mod h3 {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+
+    /// A server with a TLS listener (the `localhost` certificate) and HTTP/3 on its port;
+    /// `extra` is appended to the configuration (tables after `[http3]`).
+    pub fn server(extra: &str, setup: impl FnOnce(&Path, &Path) + 'static) -> Server {
+        Server::builder()
+            .setup(|dir, _| super::make_localhost_cert(dir))
+            .setup(setup)
+            .raw_config(&format!(
+                "[server]\nlisten = [\"127.0.0.1:0\"]\nroot = \"{{root}}\"\n\
+                 [log]\naccess = \"{{dir}}/access.log\"\nerror = \"-\"\n\
+                 [status]\nenabled = true\n\
+                 [tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{{dir}}/localhost.crt\"\nkey = \"{{dir}}/localhost.key\"\n\
+                 [http3]\nenabled = true\n{extra}"
+            ))
+            .start()
+    }
+
+    /// The status page's QUIC counters: `http3_connections` by name, `http3_refused` as
+    /// `refused.REASON`, `http3_packets` as `packets.NAME`.
+    pub fn status(srv: &Server) -> HashMap<String, u64> {
+        let text = srv.get("/.status").body_text();
+        let mut got = HashMap::new();
+        for (line, prefix) in
+            [("http3_connections:", ""), ("http3_refused:", "refused."), ("http3_packets:", "packets.")]
+        {
+            let l = text.lines().find_map(|l| l.strip_prefix(line)).unwrap_or_else(|| panic!("no {line} in {text}"));
+            let words: Vec<&str> = l.split_whitespace().collect();
+            for kv in words.chunks(2) {
+                got.insert(format!("{prefix}{}", kv[0]), kv[1].parse().unwrap());
+            }
+        }
+        got
+    }
+
+    /// Waits (≤ 10 s) until the status page's counter `key` satisfies `f`; the last counters.
+    pub fn wait_status(srv: &Server, key: &str, f: impl Fn(u64) -> bool) -> HashMap<String, u64> {
+        let mut st = status(srv);
+        for _ in 0..100 {
+            if f(st[key]) {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+            st = status(srv);
+        }
+        st
     }
 
     /// A JSON string literal.
