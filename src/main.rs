@@ -538,7 +538,7 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
     };
 
     if cfg.workers > 1 {
-        let upgrade = launcher.filter(|_| reloader.is_some()).map(Upgrade::new);
+        let upgrade = launcher.filter(|_| reloader.is_some()).map(|l| Upgrade::new(l, cfg.pid_file.clone()));
         return Ok(Next::Workers(Box::new(Workers { cfg, activated, reloader, r, upgrade, inherited })));
     }
 
@@ -560,7 +560,7 @@ fn prepare_inner(launch: Box<Launch>) -> Result<Next, ExitCode> {
     };
     // Only the process started upgrades, and only where it can read its binary and
     // configuration again (not under chroot).
-    let upgrade = launcher.filter(|_| reloader.is_some()).map(Upgrade::new);
+    let upgrade = launcher.filter(|_| reloader.is_some()).map(|l| Upgrade::new(l, cfg.pid_file.clone()));
     let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
     let root_before = std::fs::canonicalize(&cfg.root).unwrap_or_else(|_| cfg.root.clone());
 

@@ -129,6 +129,26 @@ pub fn adopt_listener(fd: RawFd) -> io::Result<std::net::TcpListener> {
     Ok(l)
 }
 
+/// A UDP socket handed over by an upgrading parent (`upgrade`): checked to be one, made
+/// close-on-exec.
+pub fn adopt_udp(fd: RawFd) -> io::Result<std::net::UdpSocket> {
+    let mut kind: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `kind` and `len` are valid out-pointers of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut kind as *mut libc::c_int).cast(), &mut len)
+    };
+    if r != 0 || kind != libc::SOCK_DGRAM {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("descriptor {fd} is not a UDP socket")));
+    }
+    // SAFETY: the caller hands over a descriptor it was given for this process and that
+    // nothing else here owns; it is a datagram socket, checked above.
+    let s = unsafe { std::net::UdpSocket::from_raw_fd(fd) };
+    // SAFETY: fcntl on a descriptor we own; FD_CLOEXEC has no memory effects.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    Ok(s)
+}
+
 /// Half-closes the sending side: the peer reads EOF after what was sent.
 pub fn shutdown_write(fd: RawFd) {
     // SAFETY: `fd` is an open socket owned by the caller; shutdown has no memory effects.

@@ -5,7 +5,10 @@
 //! to an absolute path at start-up, so a package upgrade that replaced the file is picked
 //! up), with the same arguments, and hands it every listening socket as an inherited
 //! descriptor, described in `FERROHTTPD_UPGRADE_FDS` (`FD:a` for a socket-activated one,
-//! `FD:p:ADDR` and `FD:t:ADDR` for a plain or TLS one bound for the configured `ADDR`). The
+//! `FD:p:ADDR` and `FD:t:ADDR` for a plain or TLS one bound for the configured `ADDR`,
+//! `FD:uN:ADDR` for HTTP/3's UDP socket number N, whose steering state goes in
+//! `FERROHTTPD_UPGRADE_QUIC`: `quic::steer`, which also switches new HTTP/3 connections to
+//! the new process when it says it serves). The
 //! new process re-reads its configuration, keeps the inherited sockets it still listens on
 //! (matched by the configured address, or by the bound one), binds the new ones, closes the
 //! rest, and once its listeners are registered writes one byte to the pipe named by
@@ -42,6 +45,8 @@ pub const ENV_FDS: &str = "FERROHTTPD_UPGRADE_FDS";
 pub const ENV_READY: &str = "FERROHTTPD_UPGRADE_READY";
 /// The pipe the generated TLS ticket secret is read from.
 pub const ENV_TICKETS: &str = "FERROHTTPD_UPGRADE_TICKETS";
+/// The state that goes with the handed-over HTTP/3 sockets (`quic::steer`).
+pub const ENV_QUIC: &str = "FERROHTTPD_UPGRADE_QUIC";
 /// How long the old process waits for the new one to say it serves.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -58,6 +63,9 @@ pub enum Role {
     Plain(SocketAddr),
     /// Bound for this `[tls] listen` address.
     Tls(SocketAddr),
+    /// An HTTP/3 UDP socket bound for this address (its set is its number in the reuseport
+    /// group, `quic::steer`).
+    Quic(SocketAddr),
 }
 
 /// A listening socket to hand over: its descriptor, its role, and the worker whose set it
@@ -70,7 +78,8 @@ pub struct Handed {
 }
 
 impl Handed {
-    /// `FD:KIND[SET][:ADDR]`: `a` socket-activated, `p` plain, `t` TLS; the set if not 0.
+    /// `FD:KIND[SET][:ADDR]`: `a` socket-activated, `p` plain, `t` TLS, `u` HTTP/3's UDP;
+    /// the set if not 0.
     fn encode(self) -> String {
         let set = if self.set == 0 { String::new() } else { self.set.to_string() };
         let fd = self.fd;
@@ -78,6 +87,7 @@ impl Handed {
             Role::Activated => format!("{fd}:a{set}"),
             Role::Plain(a) => format!("{fd}:p{set}:{a}"),
             Role::Tls(a) => format!("{fd}:t{set}:{a}"),
+            Role::Quic(a) => format!("{fd}:u{set}:{a}"),
         }
     }
 
@@ -91,6 +101,7 @@ impl Handed {
             ("a", None) => Role::Activated,
             ("p", Some(a)) => Role::Plain(a.parse().ok()?),
             ("t", Some(a)) => Role::Tls(a.parse().ok()?),
+            ("u", Some(a)) => Role::Quic(a.parse().ok()?),
             _ => return None,
         };
         Some(Handed { fd, role, set })
@@ -152,6 +163,9 @@ impl Launcher {
 pub struct Upgrade {
     launcher: Launcher,
     pending: Option<Pending>,
+    /// The pid file, written again when a new process fails: it may have written its pid
+    /// there, and removed the file as it exited.
+    pid_file: Option<PathBuf>,
 }
 
 /// A new process started and not yet serving.
@@ -193,8 +207,16 @@ fn set_nonblocking(fd: RawFd) {
 }
 
 impl Upgrade {
-    pub fn new(launcher: Launcher) -> Upgrade {
-        Upgrade { launcher, pending: None }
+    pub fn new(launcher: Launcher, pid_file: Option<PathBuf>) -> Upgrade {
+        Upgrade { launcher, pending: None, pid_file }
+    }
+
+    /// The pid file names this process again (a new one that failed may have taken it).
+    fn reclaim_pid_file(&self) -> String {
+        match self.pid_file.as_deref().map(crate::thttpd::privs::write_pidfile) {
+            Some(Err(e)) => format!("; {e}"),
+            _ => String::new(),
+        }
     }
 
     /// When to give up waiting for the new process.
@@ -237,6 +259,8 @@ impl Upgrade {
         if let Some(p) = &self.pending {
             return Err(format!("an upgrade is already under way (process {})", p.child.id()));
         }
+        let (udp, quic) = quic_sockets()?;
+        let listeners: Vec<Handed> = listeners.iter().copied().chain(udp).collect();
         let fds: Vec<RawFd> = listeners.iter().map(|h| h.fd).collect();
         let described: Vec<String> = listeners.iter().map(|h| h.encode()).collect();
         let (ready_r, ready_w) = pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -248,6 +272,9 @@ impl Upgrade {
             .current_dir(&self.launcher.dir)
             .env(ENV_FDS, described.join(" "))
             .env(ENV_READY, ready_w.as_raw_fd().to_string());
+        if let Some(state) = quic {
+            cmd.env(ENV_QUIC, state);
+        }
         // The secret's pipe: written and its write end closed before the fork, so the new
         // process reads it to the end, and nothing else ever holds it.
         let secret = tickets_pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -289,8 +316,9 @@ impl Upgrade {
             Err(e) => Progress::Failed(format!("reading its ready pipe: {e}")),
         };
         if let Some(mut p) = self.pending.take() {
-            if matches!(outcome, Progress::Failed(_)) {
+            if let Progress::Failed(why) = outcome {
                 p.abandon();
+                return Progress::Failed(why + &self.reclaim_pid_file());
             }
         }
         outcome
@@ -305,8 +333,9 @@ impl Upgrade {
         let pid = p.child.id();
         p.abandon();
         Some(format!(
-            "upgrade failed, still serving: process {pid} did not report serving within {} s; it was stopped",
-            READY_TIMEOUT.as_secs()
+            "upgrade failed, still serving: process {pid} did not report serving within {} s; it was stopped{}",
+            READY_TIMEOUT.as_secs(),
+            self.reclaim_pid_file()
         ))
     }
 }
@@ -334,6 +363,31 @@ impl Pending {
         }
     }
 }
+
+/// This process's HTTP/3 sockets, to hand over with the state that goes with them, or why
+/// not now (`quic::steer::handed`).
+#[cfg(feature = "http3")]
+fn quic_sockets() -> Result<(Vec<Handed>, Option<String>), String> {
+    let (socks, state) = crate::quic::steer::handed()?;
+    Ok((socks.into_iter().map(|(fd, set, a)| Handed { fd, role: Role::Quic(a), set }).collect(), state))
+}
+
+#[cfg(not(feature = "http3"))]
+fn quic_sockets() -> Result<(Vec<Handed>, Option<String>), String> {
+    Ok((Vec::new(), None))
+}
+
+/// Keeps the handed-over HTTP/3 sockets for `quic::steer::prepare`, with their state;
+/// without the feature, or without the state, they are closed.
+#[cfg(feature = "http3")]
+fn keep_quic(socks: Vec<(usize, SocketAddr, std::net::UdpSocket)>, state: Option<String>) {
+    if let Some(state) = state.filter(|_| !socks.is_empty()) {
+        crate::quic::steer::stash(socks, state);
+    }
+}
+
+#[cfg(not(feature = "http3"))]
+fn keep_quic(_: Vec<(usize, SocketAddr, std::net::UdpSocket)>, _: Option<String>) {}
 
 /// The pipe carrying the generated ticket secret, if this process has one.
 #[cfg(feature = "tls")]
@@ -378,15 +432,23 @@ fn take_fd(var: &str) -> Result<Option<File>, String> {
 pub fn inherited() -> Result<Option<Inherited>, String> {
     let ready = take_fd(ENV_READY)?;
     let secret = take_fd(ENV_TICKETS)?;
+    let quic = std::env::var_os(ENV_QUIC).and_then(|v| v.into_string().ok());
+    std::env::remove_var(ENV_QUIC);
     let Some(list) = std::env::var_os(ENV_FDS) else { return Ok(None) };
     std::env::remove_var(ENV_FDS);
     let list = list.to_str().ok_or(format!("{ENV_FDS}: not text"))?.to_string();
     let mut listeners = Vec::new();
+    let mut udp = Vec::new();
     for item in list.split_whitespace() {
         let Handed { fd, role, set } = Handed::decode(item).ok_or(format!("{ENV_FDS}: bad entry {item:?}"))?;
+        if let Role::Quic(a) = role {
+            udp.push((set, a, crate::sys::adopt_udp(fd).map_err(|e| format!("{ENV_FDS}: {e}"))?));
+            continue;
+        }
         let l = crate::sys::adopt_listener(fd).map_err(|e| format!("{ENV_FDS}: {e}"))?;
         listeners.push((set, role, l));
     }
+    keep_quic(udp, quic);
     if let Some(mut f) = secret {
         let mut buf = Vec::new();
         f.read_to_end(&mut buf).map_err(|e| format!("{ENV_TICKETS}: {e}"))?;
@@ -514,6 +576,11 @@ impl Inherited {
     /// Tells the old process this one serves (once its listeners are registered): it then
     /// stops accepting. Also tells systemd the new main pid, when it listens.
     pub fn announce(&mut self) {
+        // HTTP/3: new connections come to this process's sockets from now on.
+        #[cfg(feature = "http3")]
+        if let Some(line) = crate::quic::steer::switch() {
+            eprintln!("ferrohttpd: {line}");
+        }
         notify_systemd_mainpid();
         if let Some(mut f) = self.ready.take() {
             let _ = f.write_all(b"R");
@@ -545,15 +612,32 @@ mod tests {
 
     #[test]
     fn handed_sockets_round_trip() {
-        for role in
-            [Role::Activated, Role::Plain("127.0.0.1:0".parse().unwrap()), Role::Tls("[::1]:8443".parse().unwrap())]
-        {
+        for role in [
+            Role::Activated,
+            Role::Plain("127.0.0.1:0".parse().unwrap()),
+            Role::Tls("[::1]:8443".parse().unwrap()),
+            Role::Quic("0.0.0.0:443".parse().unwrap()),
+        ] {
             for set in [0, 1, 12] {
                 let h = Handed { fd: 7, role, set };
                 assert_eq!(Handed::decode(&h.encode()), Some(h));
             }
         }
-        for bad in ["", "7", "7:x", "2:a", "7:p", "7:p:nope", "7:a:1.2.3.4:5", "x:a", "7:a0", "7:px:1.2.3.4:5", "7::"] {
+        for bad in [
+            "",
+            "7",
+            "7:x",
+            "2:a",
+            "7:p",
+            "7:p:nope",
+            "7:a:1.2.3.4:5",
+            "x:a",
+            "7:a0",
+            "7:px:1.2.3.4:5",
+            "7::",
+            "7:u",
+            "7:u1",
+        ] {
             assert_eq!(Handed::decode(bad), None, "{bad}");
         }
         assert_eq!(Handed::decode("7:p3:1.2.3.4:5").map(|h| h.set), Some(3));

@@ -113,7 +113,7 @@ pub fn run(cfg: Config, parent: Parent) -> Result<u8, StartError> {
                 if slot.pid.is_some() || slot.restart_at.is_none_or(|t| t > now) {
                     continue;
                 }
-                slot.pid = Some(spawn(&cfg, listeners.set(i), &roles, &reloader, started_w.as_raw_fd(), &udp, i)?);
+                slot.pid = Some(spawn(&cfg, listeners.set(i), &roles, &reloader, started_w.as_raw_fd(), udp, i)?);
                 slot.started = now;
                 slot.restart_at = None;
             }
@@ -184,33 +184,25 @@ pub fn run(cfg: Config, parent: Parent) -> Result<u8, StartError> {
     }
 }
 
-/// HTTP/3's UDP sockets, bound here for every worker so that worker i's is number i in its
-/// reuseport group, whatever order the workers start or restart in (`quic::steer`).
+/// HTTP/3's UDP sockets, bound here for every worker (or taken over from an upgrading
+/// parent) so that worker i's has its number in its reuseport group, whatever order the
+/// workers start or restart in (`quic::steer`). `true`: there are some.
 #[cfg(feature = "http3")]
-type UdpSets = Option<crate::quic::steer::Sets>;
-#[cfg(not(feature = "http3"))]
-type UdpSets = Option<std::convert::Infallible>;
-
-#[cfg(feature = "http3")]
-fn udp_sets(cfg: &Config) -> Result<UdpSets, StartError> {
+fn udp_sets(cfg: &Config) -> Result<bool, StartError> {
     let addrs = if cfg.http3.listen.is_empty() { &cfg.tls.listen } else { &cfg.http3.listen };
     // A port 0 is each worker's own (the TLS listener's port, bound by the worker).
     if !cfg.http3.enabled || addrs.is_empty() || addrs.iter().any(|a| a.port() == 0) {
-        return Ok(None);
+        return Ok(false);
     }
-    let (sets, off) = crate::quic::steer::Sets::bind(addrs, cfg.workers as usize).map_err(StartError)?;
-    if let Some(why) = off {
-        eprintln!(
-            "ferrohttpd: http3: packets are not steered to workers by connection ID ({why}): \
-             a client whose address or port changes may lose its connection"
-        );
+    if let Some(line) = crate::quic::steer::prepare(addrs, cfg.workers as usize).map_err(StartError)? {
+        eprintln!("ferrohttpd: {line}");
     }
-    Ok(Some(sets))
+    Ok(true)
 }
 
 #[cfg(not(feature = "http3"))]
-fn udp_sets(_: &Config) -> Result<UdpSets, StartError> {
-    Ok(None)
+fn udp_sets(_: &Config) -> Result<bool, StartError> {
+    Ok(false)
 }
 
 fn set_nonblocking(fd: RawFd) {
@@ -267,7 +259,7 @@ fn spawn(
     roles: &[Role],
     reloader: &Reloader,
     started: RawFd,
-    udp: &UdpSets,
+    udp: bool,
     i: usize,
 ) -> Result<libc::pid_t, StartError> {
     // SAFETY: getpid has no preconditions.
@@ -291,7 +283,7 @@ fn spawn(
         }
     }
     #[cfg(feature = "http3")]
-    if let Some(Err(e)) = udp.as_ref().map(|u| u.adopt(i)) {
+    if let Err(e) = if udp { crate::quic::steer::adopt(i) } else { Ok(()) } {
         eprintln!("ferrohttpd: worker: http3 sockets: {e}");
         std::process::exit(1);
     }

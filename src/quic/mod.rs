@@ -2,8 +2,9 @@
 //! (feature `http3`, `[http3] enabled`).
 //!
 //! * **Sockets.** One UDP socket per `[http3] listen` address (by default each `[tls] listen`
-//!   address, on the port its TCP listener got), bound with `SO_REUSEPORT` like the TCP
-//!   listeners (each worker binds its own: the kernel spreads flows by address and port) and
+//!   address, on the port its TCP listener got), bound with `SO_REUSEPORT` by the process
+//!   that supervises (two halves of one per worker; `steer`: packets reach their connection's
+//!   worker by connection ID, through a binary upgrade too) and
 //!   driven through `quinn-udp`: each wake-up drains the socket with `recvmmsg` into
 //!   [`BATCH`] buffers, each of which GRO may fill with several datagrams of one flow, and
 //!   every transmit of up to `max_gso_segments` datagrams, and no more than fit in one UDP
@@ -296,6 +297,14 @@ impl Quic {
         let addrs = if cfg.http3.listen.is_empty() { tls_addrs } else { &cfg.http3.listen };
         let mut socks = Vec::new();
         let mut ecfg = EndpointConfig::default();
+        // A single process binds (or, after an upgrade, takes over) both halves of its
+        // sockets itself (`steer`).
+        if cfg.workers <= 1 {
+            if let Some(line) = steer::prepare(addrs, 1)? {
+                eprintln!("ferrohttpd: {line}");
+            }
+            steer::adopt(0).map_err(|e| format!("http3: {e}"))?;
+        }
         // `workers = N`: the sockets the parent bound for this worker, and connection IDs
         // that carry its number (`steer`).
         let mut adopted = steer::take().filter(|a| a.sockets.len() == addrs.len()).map(|a| {

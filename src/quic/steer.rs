@@ -1,44 +1,61 @@
-//! `workers = N` (Linux): every QUIC packet reaches the worker that owns its connection, by
-//! its connection ID, also after the client's address or port changed (NAT rebinding,
-//! migration), when the kernel's hash of address and port would pick another worker.
+//! Every QUIC packet reaches the process and worker that own its connection, by its
+//! connection ID: with `workers = N` also after the client's address or port changed (NAT
+//! rebinding, migration), when the kernel's hash of address and port would pick another
+//! worker; and through a binary upgrade (`SIGUSR2`, `upgrade`), where the old process's
+//! connections finish on it while new ones go to the new process (Linux).
 //!
-//! * **Sockets.** The parent binds the UDP sockets, address by address, worker 0's first:
-//!   the kernel numbers the sockets of a reuseport group in the order they joined it, so
-//!   worker i's socket is number i. The parent keeps them for the life of the process: a
-//!   worker restarted after it died gets the very same socket, and so the same number (a
-//!   socket leaves its group, and the last one takes its place, only when it is closed).
-//!   [`Sets::adopt`] hands worker i its sockets in the forked child; `Quic::bind` takes them.
+//! * **Sockets.** The process that supervises (the parent of the workers, or the single
+//!   process) binds `2 × N` UDP sockets per address, in number order: the kernel numbers the
+//!   sockets of a reuseport group in the order they joined it. They are two halves, used in
+//!   turn by successive processes: the first process's worker i reads socket i, the next
+//!   one's (after an upgrade) socket N + i, the one after that socket i again. The sockets
+//!   are kept for the life of the process ([`GROUP`]) and handed over by an upgrade
+//!   ([`handed`], [`stash`], [`prepare`]): a worker restarted after it died gets the very
+//!   same socket, and so the same number, and the numbers never change (a socket leaves its
+//!   group, and the last one takes its place, only when every process has closed it).
+//!   [`adopt`] hands worker i its sockets in the forked child; `Quic::bind` takes them.
 //! * **Connection IDs** ([`Gen`]): 8 bytes. The first four, read as a big-endian `w`, carry
-//!   the worker's number in the top byte of `w × K mod 2³²`, where `K` is an odd secret made
-//!   by the parent at start-up (so every worker and every restarted one has it); the rest of
-//!   that product and the other four bytes are random. An observer without `K` sees random
-//!   bytes and cannot read the number off a fixed byte, as it could from nginx's
-//!   (`quic_bpf`), whose IDs begin with the socket's cookie. It is obfuscation, not
-//!   encryption (RFC 9000 §5.1 asks that an observer not link IDs; QUIC-LB's encrypted IDs
-//!   need AES, which a classic BPF program cannot run): `K` is 31 bits, which enough IDs
-//!   known to be of one worker would let one search for.
+//!   the socket's number (which says the half, so the process, and the worker) in the top
+//!   byte of `w × K mod 2³²`, where `K` is an odd secret made at the first start and handed
+//!   over with the sockets (so every worker, restarted worker and upgraded process has it,
+//!   and the old process's IDs stay readable); the rest of that product and the other four
+//!   bytes are random. An observer without `K` sees random bytes and cannot read the number
+//!   off a fixed byte, as it could from nginx's (`quic_bpf`), whose IDs begin with the
+//!   socket's cookie. It is obfuscation, not encryption (RFC 9000 §5.1 asks that an observer
+//!   not link IDs; QUIC-LB's encrypted IDs need AES, which a classic BPF program cannot
+//!   run): `K` is 31 bits, which enough IDs known to be of one worker would let one search
+//!   for.
 //! * **The program** ([`program`]): a classic BPF program attached to each group with
 //!   `SO_ATTACH_REUSEPORT_CBPF`; it sees the UDP payload at offset 0 (the kernel pulls the
 //!   UDP header off before running it, `run_bpf_filter` in `net/core/sock_reuseport.c`) and
-//!   returns the socket number: for a short header, from the four bytes after the first one
-//!   (the destination ID); for a long one (Initial, 0-RTT, Handshake, Retry'd Initial), from
-//!   the four after the ID's length byte at offset 5. A number the group does not have (an
-//!   Initial's ID is the client's random choice: its number is random, from 0 to 255)
-//!   makes the kernel fall back to its hash, as does a long header with an ID shorter than
-//!   four bytes. Both are functions of what every packet of the attempt repeats (the ID,
-//!   the addresses), so the attempt stays on one worker, whose IDs the client then uses.
-//! * **Checked, not assumed** ([`verify`]): once the program is attached, the parent sends
-//!   one short-header datagram per worker to each address and reads it back from that
-//!   worker's socket. Where a group holds sockets this parent did not bind (a binary
-//!   upgrade: the old process's sockets stay in the group until it exits, and the swaps
-//!   when they leave reorder the new ones) the check fails, the program is detached, and
-//!   packets are spread by the kernel's hash as without steering: a client that changes
-//!   address may then reach a worker that does not know it (it gets a stateless reset and
-//!   reconnects). The log says so; a restart brings steering back.
+//!   returns the socket number. A short header, or a Handshake packet with an 8-byte ID,
+//!   goes by its destination ID (the four bytes after the first one, or after the ID's
+//!   length at offset 5) to that socket, in either half: the old process's connections
+//!   keep reaching it. An Initial or 0-RTT packet may carry the client's random ID: it goes
+//!   to the socket its number names if that is in the live half (a handshake's later
+//!   Initials, an Initial after a Retry, carry ours), else to the live half's socket
+//!   `number mod N`; either is a function of what every packet of the attempt repeats, so
+//!   the attempt stays on one worker, whose IDs the client then uses. A number past both
+//!   halves (not one of ours) goes to a live socket the same way: nothing falls to the
+//!   kernel's hash, which could pick a socket of the idle half that no one reads.
+//! * **The switch** ([`switch`]): a new process (after an upgrade) takes the idle half;
+//!   once its workers read their sockets it attaches the program naming its half the live
+//!   one, and only then tells the old process it serves. The old process's connections are
+//!   sent GOAWAY and finish on the old half (bounded by `shutdown_timeout`). A handshake
+//!   under way at the switch may be lost (its next Initials go to the new process, which
+//!   cannot read them); the client starts again. The next upgrade needs the old half free again: it is refused while the
+//!   process upgraded from still runs ([`handed`]).
+//! * **Checked, not assumed** ([`verify`]): the first process sends one short-header
+//!   datagram per socket to each address and reads it back from that socket; an upgraded
+//!   one does so for its half. If the program cannot be attached or the check fails, or
+//!   past 127 workers, steering is off: the program is detached, the idle half closed, the
+//!   log says so, and packets are spread by the kernel's hash (a client that changes
+//!   address may then reach a worker that does not know it; an upgrade hands no UDP socket
+//!   over and may cut HTTP/3 connections).
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -152,35 +169,51 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code: code as u16, jt, jf, k }
 }
 
-/// The classic BPF program that returns a datagram's socket number (module docs).
-fn program(key: u32) -> Vec<libc::sock_filter> {
+/// The classic BPF program that returns a datagram's socket number (module docs): `workers`
+/// sockets a half, `base` the first of the live half.
+fn program(key: u32, workers: u32, base: u32) -> Vec<libc::sock_filter> {
     use libc::{
-        BPF_A, BPF_ABS, BPF_ALU, BPF_B, BPF_JA, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_MUL, BPF_RET, BPF_RSH,
-        BPF_W,
+        BPF_A, BPF_ABS, BPF_ADD, BPF_ALU, BPF_AND, BPF_B, BPF_JA, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD,
+        BPF_MOD, BPF_MUL, BPF_RET, BPF_RSH, BPF_W,
     };
     vec![
-        // 0: the first byte; the long-header bit (0x80) set: 2, else 6.
+        // 0: the first byte; the long-header bit (0x80) set: 2, else 8.
         stmt(BPF_LD | BPF_B | BPF_ABS, 0),
-        jump(BPF_JMP | BPF_JSET | BPF_K, 0x80, 0, 4),
-        // 2: long header: the destination ID's length; under 4 bytes: the kernel's hash.
+        jump(BPF_JMP | BPF_JSET | BPF_K, 0x80, 0, 6),
+        // 2: long header. Initial or 0-RTT (type 0 or 1, bits 0x30): their ID may be the
+        // client's: 12. A Handshake packet with an ID of our length: by the ID.
+        stmt(BPF_ALU | BPF_AND | BPF_K, 0x30),
+        jump(BPF_JMP | BPF_JGE | BPF_K, 0x20, 0, 8),
         stmt(BPF_LD | BPF_B | BPF_ABS, 5),
-        jump(BPF_JMP | BPF_JGE | BPF_K, 4, 0, 6),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, CID_LEN as u32, 0, 6),
         stmt(BPF_LD | BPF_W | BPF_ABS, 6),
         jump(BPF_JMP | BPF_JA, 1, 0, 0),
-        // 6: short header: the destination ID follows the first byte.
+        // 8: short header: the destination ID follows the first byte.
         stmt(BPF_LD | BPF_W | BPF_ABS, 1),
-        // 7: the number: the top byte of w × K.
+        // 9: the number (the top byte of w × K), whichever half it names; one past both
+        // halves: a live socket (17).
         stmt(BPF_ALU | BPF_MUL | BPF_K, key),
         stmt(BPF_ALU | BPF_RSH | BPF_K, 24),
+        jump(BPF_JMP | BPF_JGE | BPF_K, 2 * workers, 5, 7),
+        // 12: a new connection's packets (or a handshake's Initials): the number if it is
+        // of the live half, else a live socket by the number (the ID, or for an ID under
+        // four bytes what follows it, is the same in every packet of the attempt).
+        stmt(BPF_LD | BPF_W | BPF_ABS, 6),
+        stmt(BPF_ALU | BPF_MUL | BPF_K, key),
+        stmt(BPF_ALU | BPF_RSH | BPF_K, 24),
+        jump(BPF_JMP | BPF_JGE | BPF_K, base, 0, 1),
+        jump(BPF_JMP | BPF_JGE | BPF_K, base + workers, 0, 2),
+        // 17: a live socket: base + number mod workers.
+        stmt(BPF_ALU | BPF_MOD | BPF_K, workers),
+        stmt(BPF_ALU | BPF_ADD | BPF_K, base),
+        // 19.
         stmt(BPF_RET | BPF_A, 0),
-        // 10: out of range: the kernel falls back to its hash.
-        stmt(BPF_RET | BPF_K, u32::MAX),
     ]
 }
 
 /// Attaches the program to `sock`'s reuseport group.
-fn attach(sock: &UdpSocket, key: u32) -> io::Result<()> {
-    let mut prog = program(key);
+fn attach(sock: &UdpSocket, key: u32, workers: usize, live: usize) -> io::Result<()> {
+    let mut prog = program(key, workers as u32, (live * workers) as u32);
     let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
     // SAFETY: `fprog` points at `prog`, alive for the call; the kernel copies the program.
     let r = unsafe {
@@ -213,12 +246,36 @@ fn detach(sock: &UdpSocket) {
     };
 }
 
-/// The UDP sockets of every worker, bound by the parent: `sets[i]` is worker i's, one per
-/// address.
+/// The UDP sockets of both halves, kept by the process that bound or inherited them (the
+/// parent of the workers, or the single process) in [`GROUP`].
 pub struct Sets {
+    /// By number in the reuseport groups (`2 × workers` of them; the live half's first is
+    /// `live × workers`), one socket per address each.
     sets: Vec<Vec<UdpSocket>>,
+    /// The addresses as asked for (handed over with the sockets, to be matched by them).
+    addrs: Vec<SocketAddr>,
     key: u32,
+    workers: usize,
+    /// Which half this process's workers read: 0 or 1.
+    live: usize,
+    /// Steering is on (the program attached, or to be attached by [`switch`]).
+    steered: bool,
+    /// The process that handed the sockets over, while it may still drain on the other half.
+    previous: Option<libc::pid_t>,
 }
+
+/// This process's sockets (see [`Sets`]).
+static GROUP: Mutex<Option<Sets>> = Mutex::new(None);
+
+/// What an upgrading process handed over, until [`prepare`] takes it: the sockets by number
+/// and address, and its state (`KEY LIVE WORKERS`, [`handed`]).
+static INHERITED: Mutex<Option<(Numbered, String)>> = Mutex::new(None);
+
+/// Handed-over sockets, each with its number in the groups and its address.
+pub type Numbered = Vec<(usize, SocketAddr, UdpSocket)>;
+
+/// The descriptors to hand over (each with its number and address), and the state with them.
+pub type Handing = (Vec<(RawFd, usize, SocketAddr)>, Option<String>);
 
 /// A UDP socket bound for QUIC in a reuseport group, blocking (the worker makes its copy
 /// non-blocking: the flag is the socket's, shared by every copy).
@@ -239,38 +296,139 @@ fn new_key() -> Result<u32, String> {
     Ok(u32::from_be_bytes(b) | 1)
 }
 
+/// The most workers whose two halves a connection ID's number can name.
+const MAX_WORKERS: usize = 127;
+
+/// Keeps what an upgrading process handed over for [`prepare`] (`upgrade::inherited`).
+pub fn stash(sockets: Numbered, state: String) {
+    if let Ok(mut g) = INHERITED.lock() {
+        *g = Some((sockets, state));
+    }
+}
+
+/// Makes this process's sockets for `workers` workers on `addrs`: the ones an upgrading
+/// process handed over, or new ones. `Ok(Some(line))`: a line to log (steering is off, and
+/// why). An upgrade that cannot take the handed-over
+/// sockets (other addresses or another number of workers) fails: the old process serves on.
+pub fn prepare(addrs: &[SocketAddr], workers: usize) -> Result<Option<String>, String> {
+    let handed = INHERITED.lock().ok().and_then(|mut g| g.take());
+    let (sets, line) = match handed {
+        Some((sockets, state)) => (Sets::inherit(addrs, workers, sockets, &state)?, None),
+        None => {
+            let (sets, why) = Sets::bind(addrs, workers)?;
+            let line = why.map(|why| {
+                format!(
+                    "http3: packets are not steered by connection ID ({why}): a client whose address or port \
+                     changes may lose its connection, and a binary upgrade may cut HTTP/3 connections"
+                )
+            });
+            (sets, line)
+        }
+    };
+    if let Ok(mut g) = GROUP.lock() {
+        *g = Some(sets);
+    }
+    Ok(line)
+}
+
+/// In worker i's process (forked after [`prepare`]), or in the single process: its sockets
+/// and number for `Quic::bind`.
+pub fn adopt(i: usize) -> io::Result<()> {
+    let Ok(g) = GROUP.lock() else { return Ok(()) };
+    let Some(s) = g.as_ref() else { return Ok(()) };
+    let n = s.live * s.workers + i;
+    let Some(set) = s.sets.get(n) else { return Ok(()) };
+    let sockets = set.iter().map(UdpSocket::try_clone).collect::<io::Result<Vec<_>>>()?;
+    let index = u8::try_from(n).unwrap_or(u8::MAX);
+    if let Ok(mut a) = ADOPTED.lock() {
+        *a = Some(Adopted { index, key: s.key, sockets });
+    }
+    Ok(())
+}
+
+/// After an upgrade, once this process's workers read their sockets: new connections come
+/// here from now on (the program names the live half). `Some(line)` to log.
+pub fn switch() -> Option<String> {
+    let g = GROUP.lock().ok()?;
+    let s = g.as_ref().filter(|s| s.previous.is_some() && s.steered)?;
+    let first = s.sets.first()?;
+    for sock in first {
+        if let Err(e) = attach(sock, s.key, s.workers, s.live) {
+            return Some(format!(
+                "http3: SO_ATTACH_REUSEPORT_CBPF: {e}: new connections still go to the previous process"
+            ));
+        }
+    }
+    Some(
+        "http3: new connections come to this process; the previous one's go on reaching it, steered by connection ID"
+            .into(),
+    )
+}
+
+/// The sockets to hand to a new binary (descriptor, number, address) and the state that goes
+/// with them, or why not: the process this one took them from still drains the other half.
+pub fn handed() -> Result<Handing, String> {
+    let Ok(g) = GROUP.lock() else { return Ok((Vec::new(), None)) };
+    let Some(s) = g.as_ref().filter(|s| s.steered) else { return Ok((Vec::new(), None)) };
+    // SAFETY: getppid has no preconditions.
+    if let Some(pid) = s.previous.filter(|&p| p == unsafe { libc::getppid() }) {
+        return Err(format!(
+            "process {pid}, upgraded from, still finishes its HTTP/3 connections on the sockets the new \
+             binary would take: try again once it has exited"
+        ));
+    }
+    let mut out = Vec::new();
+    for (n, set) in s.sets.iter().enumerate() {
+        for (sock, &a) in set.iter().zip(&s.addrs) {
+            out.push((sock.as_raw_fd(), n, a));
+        }
+    }
+    Ok((out, Some(format!("{:08x} {} {}", s.key, s.live, s.workers))))
+}
+
 impl Sets {
-    /// Binds `workers` sockets on each of `addrs`, in worker order, attaches the program
-    /// and checks it ([`verify`]). The second value, if any, says why steering is off (the
-    /// program detached; the sockets serve all the same, spread by the kernel's hash).
-    pub fn bind(addrs: &[SocketAddr], workers: usize) -> Result<(Sets, Option<String>), String> {
+    /// Binds `2 × workers` sockets on each of `addrs`, in number order, attaches the
+    /// program (the first half live) and checks it ([`verify`]). The second value, if any,
+    /// says why steering is off: the second half is closed then, the program detached, and
+    /// the first half serves all the same, spread by the kernel's hash.
+    fn bind(addrs: &[SocketAddr], workers: usize) -> Result<(Sets, Option<String>), String> {
         let key = new_key()?;
-        let mut sets: Vec<Vec<UdpSocket>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut sets: Vec<Vec<UdpSocket>> = (0..2 * workers).map(|_| Vec::new()).collect();
         for &a in addrs {
+            let mut at = a;
             for set in sets.iter_mut() {
-                set.push(bind_udp(a).map_err(|e| format!("http3: bind udp {a}: {e}"))?);
+                let sock = bind_udp(at).map_err(|e| format!("http3: bind udp {a}: {e}"))?;
+                // Port 0: the others join the first one's port.
+                at = sock.local_addr().map_err(|e| format!("http3: udp {a}: {e}"))?;
+                set.push(sock);
             }
         }
-        let s = Sets { sets, key };
-        if workers > 255 {
-            return Ok((s, Some(format!("{workers} workers: a connection ID carries at most 255"))));
+        let mut s = Sets { sets, addrs: addrs.to_vec(), key, workers, live: 0, steered: false, previous: None };
+        let why = if workers > MAX_WORKERS {
+            Some(format!("{workers} workers: a connection ID carries at most {MAX_WORKERS}"))
+        } else {
+            s.steer()
+        };
+        match why {
+            None => s.steered = true,
+            Some(_) => s.sets.truncate(workers),
         }
-        let why = s.steer();
         Ok((s, why))
     }
 
     /// Attaches and checks the program on each address's group; `Some(why)` if it is off.
     fn steer(&self) -> Option<String> {
         let first = self.sets.first()?;
+        let every: Vec<usize> = (0..self.sets.len()).collect();
         for (j, sock) in first.iter().enumerate() {
-            let why = match attach(sock, self.key) {
+            let why = match attach(sock, self.key, self.workers, self.live) {
                 Err(e) => format!("SO_ATTACH_REUSEPORT_CBPF: {e}"),
-                Ok(()) => match verify(&self.sets, j, self.key) {
+                Ok(()) => match verify(&self.sets, &every, j, self.key) {
                     Ok(()) => continue,
                     Err(e) => e,
                 },
             };
-            // Each address has its group; the first worker's set has a socket in each.
+            // Each address has its group; the first set has a socket in each.
             for s in first {
                 detach(s);
             }
@@ -279,24 +437,51 @@ impl Sets {
         None
     }
 
-    /// In worker i's forked process: its sockets and number for `Quic::bind`.
-    pub fn adopt(&self, i: usize) -> io::Result<()> {
-        let sockets = match self.sets.get(i) {
-            Some(set) => set.iter().map(UdpSocket::try_clone).collect::<io::Result<Vec<_>>>()?,
-            None => return Ok(()),
-        };
-        let index = u8::try_from(i).unwrap_or(u8::MAX);
-        if let Ok(mut a) = ADOPTED.lock() {
-            *a = Some(Adopted { index, key: self.key, sockets });
+    /// The sockets an upgrading process handed over, for the same addresses and number of
+    /// workers: this process takes the other half, and checks that datagrams reach it.
+    fn inherit(addrs: &[SocketAddr], workers: usize, mut handed: Numbered, state: &str) -> Result<Sets, String> {
+        let bad = || format!("http3: the handed-over state {state:?} is not understood");
+        let mut it = state.split(' ');
+        let key = it.next().and_then(|k| u32::from_str_radix(k, 16).ok()).filter(|k| k & 1 == 1).ok_or_else(bad)?;
+        let live: usize = it.next().and_then(|l| l.parse().ok()).filter(|&l| l < 2).ok_or_else(bad)?;
+        let was: usize = it.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+        if was != workers || handed.len() != 2 * workers * addrs.len() {
+            return Err(format!(
+                "http3: a binary upgrade keeps the number of workers ({was}) and the HTTP/3 addresses; \
+                 restart to change them"
+            ));
         }
-        Ok(())
+        let mut sets: Vec<Vec<UdpSocket>> = (0..2 * workers).map(|_| Vec::new()).collect();
+        for (n, set) in sets.iter_mut().enumerate() {
+            for &a in addrs {
+                let i = handed
+                    .iter()
+                    .position(|(m, b, s)| *m == n && (*b == a || s.local_addr().is_ok_and(|l| l == a)))
+                    .ok_or_else(|| {
+                        format!(
+                            "http3: a binary upgrade keeps the HTTP/3 addresses ({a} was not handed over); \
+                             restart to change them"
+                        )
+                    })?;
+                set.push(handed.swap_remove(i).2);
+            }
+        }
+        let live = 1 - live;
+        // SAFETY: getppid has no preconditions.
+        let previous = Some(unsafe { libc::getppid() });
+        let s = Sets { sets, addrs: addrs.to_vec(), key, workers, live, steered: true, previous };
+        let ours: Vec<usize> = (live * workers..(live + 1) * workers).collect();
+        for j in 0..addrs.len() {
+            verify(&s.sets, &ours, j, key)?;
+        }
+        Ok(s)
     }
 }
 
-/// Sends, for each worker i, a short-header datagram whose ID carries i to address `j` of
-/// the sets, and reads it back from worker i's socket there (the sockets are not yet read by
+/// Sends, for each of `numbers`, a short-header datagram whose ID carries it to address `j`
+/// of the sets, and reads it back from that socket there (the sockets are not yet read by
 /// anyone). `Err`: which one went astray.
-fn verify(sets: &[Vec<UdpSocket>], j: usize, key: u32) -> Result<(), String> {
+fn verify(sets: &[Vec<UdpSocket>], numbers: &[usize], j: usize, key: u32) -> Result<(), String> {
     let inv = inverse(key);
     let Some(to) = sets.first().and_then(|s| s.get(j)).and_then(|s| s.local_addr().ok()) else {
         return Err("no address".into());
@@ -314,8 +499,8 @@ fn verify(sets: &[Vec<UdpSocket>], j: usize, key: u32) -> Result<(), String> {
     })
     .map_err(|e| format!("check: {e}"))?;
     let rng = SystemRandom::new();
-    for (i, set) in sets.iter().enumerate() {
-        let Some(sock) = set.get(j) else { continue };
+    for &i in numbers {
+        let Some(sock) = sets.get(i).and_then(|s| s.get(j)) else { continue };
         let mut probe = [0u8; 1 + CID_LEN + 4];
         let _ = rng.fill(&mut probe);
         probe[0] = 0x40;
@@ -323,7 +508,7 @@ fn verify(sets: &[Vec<UdpSocket>], j: usize, key: u32) -> Result<(), String> {
         probe[1..5].copy_from_slice(&encode(i as u8, r, inv));
         from.send_to(&probe, to).map_err(|e| format!("check: send to {to}: {e}"))?;
         if !received(sock, &probe)? {
-            return Err(format!("a datagram for worker {i} did not reach its socket on {to}"));
+            return Err(format!("http3: a datagram for socket {i} did not reach it on {to}"));
         }
     }
     Ok(())
@@ -334,6 +519,9 @@ fn verify(sets: &[Vec<UdpSocket>], j: usize, key: u32) -> Result<(), String> {
 fn received(sock: &UdpSocket, probe: &[u8]) -> Result<bool, String> {
     let end = Instant::now() + Duration::from_millis(200);
     let mut buf = [0u8; 64];
+    // A socket a worker of an earlier process read is non-blocking (the flag is shared by
+    // every copy; no one else reads it now, and the next worker sets it again).
+    sock.set_nonblocking(false).map_err(|e| format!("check: {e}"))?;
     loop {
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -388,23 +576,103 @@ mod tests {
         assert_eq!(number(w, 0x9e37_79b9), 3);
     }
 
-    /// The kernel runs the program: 4 sockets on one loopback port, each datagram lands on
-    /// the socket its ID names, and a long header with a short ID is still delivered.
-    #[test]
-    fn kernel_steers_by_id() {
+    /// Two halves of `workers` sockets on one loopback port, the program attached with
+    /// `live` the live half.
+    fn group(workers: usize, live: usize) -> (Vec<Vec<UdpSocket>>, u32) {
         let first = bind_udp(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).unwrap();
         let addr = first.local_addr().unwrap();
         let mut set = vec![first];
-        for _ in 1..4 {
+        for _ in 1..2 * workers {
             set.push(bind_udp(addr).unwrap());
         }
         let sets: Vec<Vec<UdpSocket>> = set.into_iter().map(|s| vec![s]).collect();
         let key = new_key().unwrap();
-        attach(&sets[0][0], key).unwrap();
-        verify(&sets, 0, key).unwrap();
+        attach(&sets[0][0], key, workers, live).unwrap();
+        (sets, key)
+    }
+
+    /// A long-header datagram of `kind` (0x00 Initial, 0x20 Handshake) with `dcid`.
+    fn long(kind: u8, dcid: &[u8]) -> Vec<u8> {
+        let mut p = vec![0xc0 | kind, 0, 0, 0, 1, dcid.len() as u8];
+        p.extend_from_slice(dcid);
+        p.push(0);
+        p.resize(1200, 0);
+        p
+    }
+
+    /// Which socket of `sets` `datagram` lands on (each is read once, briefly).
+    fn lands(sets: &[Vec<UdpSocket>], datagram: &[u8]) -> Option<usize> {
+        let to = sets[0][0].local_addr().unwrap();
+        let from = UdpSocket::bind("127.0.0.1:0").unwrap();
+        from.send_to(datagram, to).unwrap();
+        let mut buf = vec![0u8; 1500];
+        let end = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < end {
+            for (i, s) in sets.iter().enumerate() {
+                s[0].set_nonblocking(true).unwrap();
+                let got = s[0].recv(&mut buf);
+                s[0].set_nonblocking(false).unwrap();
+                if got.is_ok_and(|n| buf[..n] == *datagram) {
+                    return Some(i);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    }
+
+    /// The kernel runs the program: each datagram lands on the socket its ID names, in
+    /// either half; without the program, the check fails.
+    #[test]
+    fn kernel_steers_by_id() {
+        let (sets, key) = group(2, 0);
+        verify(&sets, &[0, 1, 2, 3], 0, key).unwrap();
         // Without the program, the hash sends one source's datagrams to one socket: the
-        // check fails for at least 3 of the 4 workers.
+        // check fails for at least 3 of the 4.
         detach(&sets[0][0]);
-        assert!(verify(&sets, 0, key).is_err());
+        assert!(verify(&sets, &[0, 1, 2, 3], 0, key).is_err());
+    }
+
+    /// New connections' Initials land on the live half only, whatever their ID, and stay
+    /// on one socket per ID; a Handshake packet or a short header follows its ID into either
+    /// half; switching the live half moves the Initials, not the others.
+    #[test]
+    fn initials_go_to_the_live_half() {
+        for live in [0, 1] {
+            let (sets, key) = group(3, live);
+            let inv = inverse(key);
+            let rng = SystemRandom::new();
+            let mut seen = std::collections::BTreeSet::new();
+            for k in 0..64u32 {
+                let mut dcid = [0u8; 8];
+                rng.fill(&mut dcid).unwrap();
+                if k % 2 == 0 {
+                    // An ID of ours naming the other half (a handshake caught by a switch).
+                    dcid[..4].copy_from_slice(&encode((3 * (1 - live) + (k as usize % 3)) as u8, k, inv));
+                }
+                let len = [8usize, 8, 3, 0, 1][k as usize % 5];
+                let p = long(0, &dcid[..len]);
+                let at = lands(&sets, &p).expect("delivered");
+                assert!((3 * live..3 * live + 3).contains(&at), "Initial on {at}, live half {live}");
+                assert_eq!(lands(&sets, &p), Some(at), "the same Initial lands on one socket");
+                seen.insert(at);
+            }
+            assert_eq!(seen.len(), 3, "Initials spread over the live half: {seen:?}");
+            for n in 0..6usize {
+                let id = encode(n as u8, 7, inv);
+                let mut short = vec![0x40];
+                short.extend_from_slice(&id);
+                short.extend_from_slice(&[1, 2, 3, 4, 5]);
+                assert_eq!(lands(&sets, &short), Some(n), "short header for {n}");
+                let mut cid = id.to_vec();
+                cid.extend_from_slice(&[9, 9, 9, 9]);
+                assert_eq!(lands(&sets, &long(0x20, &cid)), Some(n), "Handshake for {n}");
+            }
+            // A short header naming no socket: a live one.
+            let mut junk = vec![0x40];
+            junk.extend_from_slice(&encode(200, 1, inv));
+            junk.extend_from_slice(&[0; 8]);
+            assert!(lands(&sets, &junk).is_some_and(|at| (3 * live..3 * live + 3).contains(&at)));
+        }
     }
 }
