@@ -19,6 +19,8 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
+#[cfg(feature = "http3")]
+use common::chromium::run_chromium_env;
 use common::chromium::{chromium, run_chromium};
 use common::Server;
 
@@ -229,10 +231,7 @@ fn listing_and_gallery_in_chromium() {
     });
 
     // The DOM after load.
-    let dom = String::from_utf8_lossy(&dom).into_owned();
-    let start = dom.find("<pre id=\"result\">").unwrap_or_else(|| panic!("no result in the DOM:\n{dom}"));
-    let result = &dom[start + "<pre id=\"result\">".len()..];
-    let result = &result[..result.find("</pre>").unwrap()];
+    let result = dom_result(&dom);
     assert_ne!(result, "pending", "the listings did not finish loading within the time budget");
     let rows: Vec<Vec<&str>> = result.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(rows.len(), 4, "{result}");
@@ -368,10 +367,7 @@ fn page_with_60_images_over_http3_in_chromium() {
             &format!("https://localhost:{port}/h3.html"),
         ],
     );
-    let dom = String::from_utf8_lossy(&dom).into_owned();
-    let start = dom.find("<pre id=\"result\">").unwrap_or_else(|| panic!("no result in the DOM:\n{dom}"));
-    let result = &dom[start + "<pre id=\"result\">".len()..];
-    let result = &result[..result.find("</pre>").unwrap()];
+    let result = dom_result(&dom);
     assert_ne!(result, "pending", "the page did not finish loading within the time budget");
     let fields: Vec<&str> = result.split('\t').collect();
     assert_eq!(fields.len(), 4, "{result}");
@@ -391,4 +387,268 @@ fn page_with_60_images_over_http3_in_chromium() {
     for l in &ours {
         assert!(l.contains(" HTTP/3.0\" 200 "), "not an HTTP/3 200: {l}");
     }
+}
+
+/// The two pages of the Alt-Svc test, each with `images` images of its own (`?v=1`, `?v=2`:
+/// no cache hit between them). The first, loaded over TCP, waits for its images, then (only
+/// if none of its requests went over QUIC yet) fetches a probe until one does, at most
+/// [`MAX_PROBES`] times, keeps what it saw in `sessionStorage` and opens the second. The
+/// second writes one line into `#result`, tab-separated: the first page's protocol, images,
+/// decoded images, probes and each image's `name=protocol`; then the same for itself (no
+/// probes).
+#[cfg(feature = "http3")]
+fn alt_svc_pages(images: usize) -> (String, String) {
+    let page = |v: u32, done: &str| {
+        let imgs: String = (0..images).map(|i| format!("<img src=\"/img/{i}.png?v={v}\" width=\"16\">\n")).collect();
+        format!(
+            r#"<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>alt-svc {v}</title></head><body>
+<pre id="result">pending</pre>
+{imgs}<script>
+const mine = () => performance.getEntriesByType("resource").filter(e => e.name.includes("/img/") && e.name.endsWith("?v={v}"));
+const seen = probes => {{
+  const imgs = Array.from(document.images);
+  const decoded = imgs.filter(im => im.naturalWidth === 8 + Number(im.src.match(/(\d+)\.png/)[1]) % 8).length;
+  const res = mine().map(e => e.name.split("/").pop().split("?")[0] + "=" + e.nextHopProtocol).join(" ");
+  return [performance.getEntriesByType("navigation")[0].nextHopProtocol, imgs.length, decoded, probes, res];
+}};
+const settle = () => {{
+  if (Array.from(document.images).some(im => !im.complete)) {{ setTimeout(settle, 20); return; }}
+  {done}
+}};
+window.addEventListener("load", settle);
+</script></body></html>
+"#
+        )
+    };
+    let first = page(
+        1,
+        &format!(
+            r#"let probes = 0;
+  const quic = () => performance.getEntriesByType("resource").some(e => e.nextHopProtocol === "h3");
+  const next = () => {{
+    if (quic() || probes >= {MAX_PROBES}) {{
+      sessionStorage.setItem("first", seen(probes).join("\t"));
+      location.replace("/second.html");
+      return;
+    }}
+    probes += 1;
+    fetch("/img/0.png?probe=" + probes, {{ cache: "no-store" }}).then(next, next);
+  }};
+  next();"#
+        ),
+    );
+    let second = page(
+        2,
+        r#"document.getElementById("result").textContent = sessionStorage.getItem("first") + "\t" + seen(0).join("\t");"#,
+    );
+    (first, second)
+}
+
+/// How many probes the first page of the Alt-Svc test sends at most while it waits for the
+/// browser's QUIC connection.
+#[cfg(feature = "http3")]
+const MAX_PROBES: usize = 200;
+
+/// The text of `<pre id="result">` in a DOM chromium dumped.
+fn dom_result(dom: &[u8]) -> String {
+    let dom = String::from_utf8_lossy(dom).into_owned();
+    let start = dom.find("<pre id=\"result\">").unwrap_or_else(|| panic!("no result in the DOM:\n{dom}"));
+    let result = &dom[start + "<pre id=\"result\">".len()..];
+    result[..result.find("</pre>").unwrap()].to_string()
+}
+
+/// `certutil` (Debian's `libnss3-tools`), or false (with the reason printed) when the test
+/// cannot run here; in CI it must.
+#[cfg(feature = "http3")]
+fn have_certutil() -> bool {
+    let found = std::process::Command::new("certutil")
+        .arg("-H")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "certutil is not installed, and CI must run the Alt-Svc browser test"
+        );
+        eprintln!(
+            "note: certutil is not installed: the Alt-Svc browser test is skipped (apt-get install libnss3-tools)"
+        );
+    }
+    found
+}
+
+/// Runs `cmd` (a shell command line with `$1`.. from `args`); panics with its stderr if it fails.
+#[cfg(feature = "http3")]
+fn sh(cmd: &str, args: &[&Path]) {
+    let out = std::process::Command::new("sh").arg("-c").arg(cmd).arg("sh").args(args).output().expect("sh runs");
+    assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A test CA (`dir/ca.crt`) and a certificate it signed for `h3.test`
+/// (`dir/h3.test.{crt,key}`, EC P-256); and `home/.pki/nssdb`, the NSS database chromium
+/// reads on Linux, trusting that CA for TLS servers (`-t C,,`), as a site's own CA installed
+/// by its user is.
+#[cfg(feature = "http3")]
+fn make_trusted_ca(dir: &Path, home: &Path) {
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
+    sh(
+        &format!(
+            "openssl req -x509 {ec} -days 30 -subj '/CN=ferrohttpd test CA' \
+             -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+             -keyout \"$1/ca.key\" -out \"$1/ca.crt\""
+        ),
+        &[dir],
+    );
+    sh(
+        &format!(
+            "openssl req {ec} -subj /CN=h3.test -keyout \"$1/h3.test.key\" -out \"$1/h3.test.csr\" && \
+             printf 'subjectAltName=DNS:h3.test\\nbasicConstraints=critical,CA:FALSE\\nextendedKeyUsage=serverAuth\\n' \
+               > \"$1/leaf.ext\" && \
+             openssl x509 -req -in \"$1/h3.test.csr\" -CA \"$1/ca.crt\" -CAkey \"$1/ca.key\" -CAcreateserial \
+               -days 30 -extfile \"$1/leaf.ext\" -out \"$1/h3.test.crt\""
+        ),
+        &[dir],
+    );
+    let db = home.join(".pki/nssdb");
+    fs::create_dir_all(&db).unwrap();
+    sh(
+        "certutil -d \"sql:$1\" -N --empty-password && certutil -d \"sql:$1\" -A -t C,, -n 'ferrohttpd test CA' -i \"$2/ca.crt\"",
+        &[&db, dir],
+    );
+}
+
+/// Issue 35's "done when": a browser that knows nothing of the server loads the site over
+/// TCP (HTTP/2 over TLS), learns `Alt-Svc: h3=":PORT"` from those responses, and loads the
+/// next page and all its images over HTTP/3; nothing forces QUIC on the origin.
+///
+/// What Chromium needs for that, found in its source and its net log (`--log-net-log`):
+/// - a certificate without errors: `HttpNetworkTransaction::DoReadHeadersComplete` hands
+///   Alt-Svc to `ProcessAlternativeServices` only when the certificate status has no error
+///   (with `--ignore-certificate-errors` the page loads and the field is never looked at):
+///   the certificate here is signed by a test CA that an NSS database in the browser's own
+///   `HOME` trusts, as a user's own CA is trusted;
+/// - a host allowed an unknown root over QUIC: a root in that database is not a "known"
+///   (built-in) root, and `ProofVerifierChromium::Job::DoVerifyCertComplete` fails every
+///   QUIC handshake with such a root (`ERR_QUIC_CERT_ROOT_NOT_KNOWN`, logged as a TLS
+///   "certificate unknown" alert) unless `ShouldAllowUnknownRootForHost`: the host is in
+///   `origins_to_force_quic_on` (`QuicSessionPool::CreateCryptoConfigHandle`, by host only).
+///   So `--origin-to-force-quic-on` names `h3.test:9`, a port nothing here asks for: it
+///   forces QUIC on no origin used, and only lets the QUIC handshake accept the test CA.
+///
+/// The control: the same run against a server with `alt_svc = false` stays on HTTP/2, which
+/// shows it is the Alt-Svc field that moves the browser, not the flags.
+#[cfg(feature = "http3")]
+#[test]
+fn site_moves_to_http3_after_one_alt_svc_round_trip_in_chromium() {
+    const IMAGES: usize = 60;
+    let Some(bin) = chromium() else { return };
+    if !have_certutil() {
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let home = scratch.path().join("home");
+    make_trusted_ca(scratch.path(), &home);
+    let certs = scratch.path().to_path_buf();
+    let start = |alt_svc: bool| {
+        let certs = certs.clone();
+        Server::builder()
+            .setup(move |dir, root| {
+                for ext in ["crt", "key"] {
+                    fs::copy(certs.join(format!("h3.test.{ext}")), dir.join(format!("h3.test.{ext}"))).unwrap();
+                }
+                fs::create_dir(root.join("img")).unwrap();
+                for i in 0..IMAGES {
+                    let side = 8 + (i % 8) as u32;
+                    let rgb = [(i * 4) as u8, 255 - (i * 4) as u8, (i * 37 % 256) as u8];
+                    fs::write(root.join(format!("img/{i}.png")), png(side, side, rgb)).unwrap();
+                }
+                let (first, second) = alt_svc_pages(IMAGES);
+                fs::write(root.join("first.html"), first).unwrap();
+                fs::write(root.join("second.html"), second).unwrap();
+            })
+            .config(&format!(
+                "[status]\nenabled = true\n\
+                 [tls]\nlisten = [\"127.0.0.1:0\"]\ncert = \"{{dir}}/h3.test.crt\"\nkey = \"{{dir}}/h3.test.key\"\n\
+                 [http3]\nenabled = true\nalt_svc = {alt_svc}\n"
+            ))
+            .start()
+    };
+    let browse = |srv: &Server| {
+        let port = srv.tls_addr().port();
+        let dom = run_chromium_env(
+            &bin,
+            scratch.path(),
+            &[("HOME", &home)],
+            &[
+                "--virtual-time-budget=20000",
+                "--host-resolver-rules=MAP h3.test 127.0.0.1",
+                "--origin-to-force-quic-on=h3.test:9",
+                "--dump-dom",
+                &format!("https://h3.test:{port}/first.html"),
+            ],
+        );
+        let result = dom_result(&dom);
+        assert_ne!(result, "pending", "the second page did not finish loading within the time budget");
+        let fields: Vec<String> = result.split('\t').map(str::to_string).collect();
+        assert_eq!(fields.len(), 10, "{result}");
+        fields
+    };
+    // Each page's images, decoded at their own sizes, and each image's protocol.
+    let check_page = |f: &[String], v: u32, want: Option<&str>| {
+        assert_eq!(
+            (f[1].as_str(), f[2].as_str()),
+            (IMAGES.to_string().as_str(), IMAGES.to_string().as_str()),
+            "page {v}: images, decoded: {f:?}"
+        );
+        let protos: Vec<&str> = f[4].split(' ').collect();
+        assert_eq!(protos.len(), IMAGES, "page {v}: one timing entry per image: {f:?}");
+        if let Some(want) = want {
+            assert!(
+                protos.iter().all(|p| p.ends_with(&format!("={want}"))),
+                "page {v}: every image over {want}: {f:?}"
+            );
+        }
+    };
+
+    let srv = start(true);
+    let f = browse(&srv);
+    eprintln!("first page: {} with {} probes; second page: {}", f[0], f[3], f[5]);
+    assert_eq!(f[0], "h2", "the first page over TCP (HTTP/2 over TLS): {f:?}");
+    check_page(&f[..5], 1, None);
+    assert!(f[3].parse::<usize>().unwrap() < MAX_PROBES, "QUIC never came up on the first page: {f:?}");
+    assert_eq!(f[5], "h3", "the second page over HTTP/3: {f:?}");
+    check_page(&f[5..], 2, Some("h3"));
+    // The server's side: the first page over HTTP/2, the second page and its images over
+    // HTTP/3, and the status page's counters agree with the log.
+    let status = srv.get("/.status").body_text();
+    let count = |key: &str| -> usize {
+        let line = status.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in {status}"));
+        line.trim().parse().unwrap()
+    };
+    let (h2, h3) = (count("requests_http2:"), count("requests_http3:"));
+    let lines = srv.wait_access_log(h2 + h3);
+    assert_eq!(lines.iter().filter(|l| l.contains(" HTTP/2.0\" ")).count(), h2, "{}", lines.join("\n"));
+    assert_eq!(lines.iter().filter(|l| l.contains(" HTTP/3.0\" ")).count(), h3, "{}", lines.join("\n"));
+    assert!(lines.iter().any(|l| l.contains("\"GET /first.html HTTP/2.0\" 200 ")), "{}", lines.join("\n"));
+    assert!(lines.iter().any(|l| l.contains("\"GET /second.html HTTP/3.0\" 200 ")), "{}", lines.join("\n"));
+    let second: Vec<&String> = lines.iter().filter(|l| l.contains("?v=2 ")).collect();
+    assert_eq!(second.len(), IMAGES, "{}", lines.join("\n"));
+    assert!(second.iter().all(|l| l.contains(" HTTP/3.0\" 200 ")), "{}", lines.join("\n"));
+    let handshakes = status.lines().find_map(|l| l.strip_prefix("http3_connections:")).and_then(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        w.chunks(2).find(|kv| kv[0] == "handshakes").map(|kv| kv[1].parse::<u64>().unwrap())
+    });
+    assert!(handshakes.is_some_and(|n| n >= 1), "{status}");
+
+    // The control: no Alt-Svc, no HTTP/3, with the same browser flags.
+    let srv = start(false);
+    let f = browse(&srv);
+    assert_eq!((f[0].as_str(), f[5].as_str()), ("h2", "h2"), "without Alt-Svc both pages over HTTP/2: {f:?}");
+    assert_eq!(f[3], MAX_PROBES.to_string(), "{f:?}");
+    check_page(&f[5..], 2, Some("h2"));
+    let status = srv.get("/.status").body_text();
+    assert!(status.contains("requests_http3: 0\n"), "{status}");
 }

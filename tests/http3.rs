@@ -123,15 +123,17 @@ fn sha256(bytes: &[u8]) -> String {
 
 const SMALL: usize = 4096;
 const BIG: usize = 3 * 1024 * 1024;
+const HUGE: usize = 32 * 1024 * 1024;
 
 fn write_bodies(root: &Path) {
     std::fs::write(root.join("small.bin"), pseudo_random_bytes(SMALL, 1)).unwrap();
     std::fs::write(root.join("big.bin"), pseudo_random_bytes(BIG, 2)).unwrap();
 }
 
-/// GET, HEAD, ranges, 304, 404 over HTTP/3, byte for byte, with the 3 MiB file both
-/// fd-backed (the default `max_file`, 64 KiB) and mapped (`max_file` above it); the access
-/// log says HTTP/3.0 and the status page counts the requests.
+/// GET, HEAD, ranges, 304, 404 over HTTP/3, byte for byte, for 4 KiB, 3 MiB and 32 MiB,
+/// the two large files both fd-backed (the default `max_file`, 64 KiB: read with `pread`)
+/// and mapped (`max_file` above them); the server's own read count (`rchar`) tells which
+/// path they took. The access log says HTTP/3.0 and the status page counts the requests.
 #[test]
 fn get_head_range_conditional_byte_exact() {
     if !have_client() {
@@ -139,13 +141,19 @@ fn get_head_range_conditional_byte_exact() {
     }
     let small = pseudo_random_bytes(SMALL, 1);
     let big = pseudo_random_bytes(BIG, 2);
-    for cache in ["", "[cache]\nmax_file = 8388608\n"] {
-        let srv = h3_server(cache, |_, root| write_bodies(root));
+    let huge = pseudo_random_bytes(HUGE, 4);
+    for cache in ["", "[cache]\nmax_file = 67108864\n"] {
+        let srv = h3_server(cache, |_, root| {
+            write_bodies(root);
+            std::fs::write(root.join("huge.bin"), pseudo_random_bytes(HUGE, 4)).unwrap();
+        });
         let first = h3(&srv, "localhost", &[("GET", "/small.bin", "localhost", &[])]).unwrap();
         let etag = first[0].header("etag").expect("an ETag").to_string();
         let inm = [("if-none-match", etag.as_str())];
         let range = [("range", "bytes=100-1099")];
         let big_range = [("range", "bytes=2000000-")];
+        let huge_range = [("range", "bytes=20000000-29999999")];
+        let before = srv.io_counts();
         let r = h3(
             &srv,
             "localhost",
@@ -157,6 +165,9 @@ fn get_head_range_conditional_byte_exact() {
                 ("GET", "/big.bin", "localhost", &big_range),
                 ("GET", "/small.bin", "localhost", &inm),
                 ("GET", "/nope.bin", "localhost", &[]),
+                ("GET", "/huge.bin", "localhost", &[]),
+                ("HEAD", "/huge.bin", "localhost", &[]),
+                ("GET", "/huge.bin", "localhost", &huge_range),
             ],
         )
         .unwrap();
@@ -171,6 +182,11 @@ fn get_head_range_conditional_byte_exact() {
         assert_eq!((r[4].status, &r[4].sha256), (206, &sha256(&big[2_000_000..])), "{what}");
         assert_eq!((r[5].status, r[5].length), (304, 0));
         assert_eq!(r[6].status, 404);
+        assert_eq!((r[7].status, r[7].length, &r[7].sha256), (200, HUGE as u64, &sha256(&huge)), "{what}");
+        assert_eq!((r[8].status, r[8].length), (200, 0));
+        assert_eq!(r[8].header("content-length"), Some("33554432"));
+        assert_eq!((r[9].status, &r[9].sha256), (206, &sha256(&huge[20_000_000..30_000_000])), "{what}");
+        assert_eq!(r[9].header("content-range"), Some("bytes 20000000-29999999/33554432"));
         assert!(r.iter().all(|r| !r.reset));
         // No connection-specific fields, lowercase names (RFC 9114 §4.2).
         for resp in &r {
@@ -178,17 +194,27 @@ fn get_head_range_conditional_byte_exact() {
                 assert!(!n.bytes().any(|b| b.is_ascii_uppercase()) && n != "connection" && n != "keep-alive", "{n}");
             }
         }
-        let log = srv.wait_access_log(8);
+        // The large bodies' bytes (3 MiB, 1 MiB of it, 32 MiB, 10 MB of it): with `pread`
+        // the server read each of them; from the mapping, none (sending over UDP reads nothing).
+        let large = (BIG + (BIG - 2_000_000) + HUGE + 10_000_000) as u64;
+        let read = srv.io("rchar") - before.0;
+        if cache.is_empty() {
+            assert!(read >= large, "fd-backed: {read} bytes read for {large} bytes of large bodies");
+        } else {
+            assert!(read < large / 100, "mapped: {read} bytes read for {large} bytes of large bodies");
+        }
+        let log = srv.wait_access_log(11);
         assert!(log.iter().any(|l| l.contains("\"GET /big.bin HTTP/3.0\" 200 3145728")), "{log:?}");
         assert!(log.iter().any(|l| l.contains("\"HEAD /big.bin HTTP/3.0\" 200 0")), "{log:?}");
+        assert!(log.iter().any(|l| l.contains("\"GET /huge.bin HTTP/3.0\" 200 33554432")), "{log:?}");
+        assert!(log.iter().any(|l| l.contains("\"GET /huge.bin HTTP/3.0\" 206 10000000")), "{log:?}");
         let status = srv.get("/.status");
-        assert!(status.body_text().contains("requests_http3: 8\n"), "{}", status.body_text());
+        assert!(status.body_text().contains("requests_http3: 11\n"), "{}", status.body_text());
         let st = h3_status(&srv);
         assert_eq!((st["accepted"], st["handshakes"], st["open"]), (2, 2, 0), "{st:?}");
     }
 }
 
-/// 100 requests at once on one connection, each on its own stream (`max_streams` = 100).
 #[test]
 fn hundred_concurrent_streams() {
     if !have_client() {
@@ -245,17 +271,16 @@ fn large_download_loses_only_what_the_client_drops() {
     if !have_client() {
         return;
     }
-    const LARGE: usize = 32 * 1024 * 1024;
-    let srv = h3_server("", |_, root| std::fs::write(root.join("large.bin"), pseudo_random_bytes(LARGE, 5)).unwrap());
-    let want = sha256(&pseudo_random_bytes(LARGE, 5));
+    let srv = h3_server("", |_, root| std::fs::write(root.join("large.bin"), pseudo_random_bytes(HUGE, 5)).unwrap());
+    let want = sha256(&pseudo_random_bytes(HUGE, 5));
     let drops = udp_rcvbuf_drops();
     let r = h3(&srv, "localhost", &[("GET", "/large.bin", "localhost", &[])]).unwrap();
     let drops = udp_rcvbuf_drops() - drops;
-    assert!(r[0].status == 200 && r[0].length == LARGE as u64 && r[0].sha256 == want, "the body differs");
+    assert!(r[0].status == 200 && r[0].length == HUGE as u64 && r[0].sha256 == want, "the body differs");
     // The counters are added when the connection is gone (the client closed it).
     let st = wait_h3_status(&srv, "packets.sent", |n| n > 0);
     let (sent, lost) = (st["packets.sent"], st["packets.lost"]);
-    assert!(sent > (LARGE / 1452) as u64, "{st:?}");
+    assert!(sent > (HUGE / 1452) as u64, "{st:?}");
     // Other processes' drops on this host only loosen the bound; a few packets may be taken
     // for lost by the time threshold when the client was slow to answer.
     assert!(lost <= drops + 16, "{lost} of {sent} packets lost, {drops} dropped at receive buffers: {st:?}");
@@ -340,6 +365,66 @@ fn stopped_stream_is_reset_and_accounted_aborted() {
     assert!(status.body_text().contains("requests_http3: 2\n"), "{}", status.body_text());
 }
 
+/// A file truncated in place while it is being sent over HTTP/3 (held to about 3 s by
+/// `limit_rate`), fd-backed (`pread` finds its end early) and mapped (the copy from the
+/// mapping faults on the pages gone, EFAULT rather than SIGBUS): its stream is reset short of
+/// the file's old length, the other response on the same connection arrives whole, the
+/// request is logged short and counted aborted, and the server lives on and serves the
+/// file's new content.
+#[test]
+fn file_truncated_while_sent_resets_only_its_stream() {
+    if !have_client() {
+        return;
+    }
+    let big = sha256(&pseudo_random_bytes(BIG, 2));
+    for cache in ["", "[cache]\nmax_file = 8388608\n"] {
+        let what = if cache.is_empty() { "fd-backed" } else { "mapped" };
+        let srv = h3_server(&format!("{cache}[http]\nlimit_rate = \"1MiB/s\"\n"), |_, root| {
+            write_bodies(root);
+            std::fs::write(root.join("shrinks.bin"), pseudo_random_bytes(BIG, 6)).unwrap();
+        });
+        let client = spawn_client(
+            &srv,
+            "localhost",
+            &[("GET", "/shrinks.bin", "localhost", &[]), ("GET", "/big.bin", "localhost", &[])],
+            None,
+        )
+        .unwrap();
+        // Once about a third of it has gone out.
+        let shrinks = srv.root().join("shrinks.bin");
+        let before = srv.io_counts();
+        for _ in 0..100 {
+            if srv.get("/.status").body_text().contains("handshakes 1 ") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        std::fs::File::options().write(true).open(&shrinks).unwrap().set_len(1000).unwrap();
+        let r = collect(client).unwrap();
+        assert!(r[0].reset && r[0].status == 200, "{what}: the stream was not reset ({} bytes)", r[0].length);
+        assert!(r[0].length > 0 && r[0].length < BIG as u64 / 2, "{what}: {} bytes of the truncated file", r[0].length);
+        assert_eq!((r[1].status, r[1].reset, &r[1].sha256), (200, false, &big), "{what}: the other stream");
+        // The path the bodies took: `pread` reads them, the mapping does not.
+        let read = srv.io("rchar") - before.0;
+        if cache.is_empty() {
+            assert!(read >= BIG as u64, "fd-backed: {read} bytes read");
+        } else {
+            assert!(read < BIG as u64 / 4, "mapped: {read} bytes read");
+        }
+        let log = srv.wait_access_log(2);
+        let line = log.iter().find(|l| l.contains("GET /shrinks.bin HTTP/3.0")).expect("the request is logged");
+        let sent: u64 = line.split_whitespace().nth(9).and_then(|n| n.parse().ok()).expect("a byte count");
+        assert!(sent < BIG as u64 / 2, "{what}: {line}");
+        let status = srv.get("/.status").body_text();
+        assert!(status.contains("requests_aborted: 1\n") && status.contains("requests_http3: 2\n"), "{what}: {status}");
+        // The server lives on, and serves what the file now holds, over a new connection.
+        let r = h3(&srv, "localhost", &[("GET", "/shrinks.bin", "localhost", &[])]).unwrap();
+        let now = sha256(&pseudo_random_bytes(BIG, 6)[..1000]);
+        assert_eq!((r[0].status, r[0].length, &r[0].sha256), (200, 1000, &now), "{what}: after the truncation");
+    }
+}
+
 /// Graceful stop (SIGTERM): a transfer in flight (held to about 1.5 s by `limit_rate`)
 /// finishes byte for byte, then the connection is closed with H3_NO_ERROR (after GOAWAY)
 /// and the server exits.
@@ -405,7 +490,10 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     if !have_client() {
         return;
     }
-    let srv = h3_server("idle_timeout = \"3s\"\n", |_, _| {});
+    // The flood's handshakes stay open for the idle timeout: long enough that the server is
+    // still under load (at the Retry threshold, 128 handshaking) when the client after the
+    // flood comes, even where a loaded machine starts that client seconds later.
+    let srv = h3_server("idle_timeout = \"8s\"\n", |_, _| {});
     let get = [("GET", "/file.txt", "localhost", &[][..])];
     let r = h3(&srv, "localhost", &get).unwrap();
     assert_eq!((r[0].status, &r[0].sha256), (200, &sha256(FILE_TXT)));
@@ -419,7 +507,10 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     let mut out = std::io::BufReader::new(flood.stdout.take().unwrap());
     std::io::BufRead::read_line(&mut out, &mut start).unwrap();
     assert_eq!(start, "start\n");
-    std::thread::sleep(Duration::from_millis(300));
+    // The client "during" the flood connects once the server is under load (not after a
+    // fixed pause, which a loaded machine can make too short).
+    let st = wait_h3_status(&srv, "handshaking", |n| n >= 128);
+    assert!(st["handshaking"] >= 128, "the flood's handshakes reached the Retry threshold: {st:?}");
     let during = h3(&srv, "localhost", &get);
     let mut sent = String::new();
     std::io::Read::read_to_string(&mut out, &mut sent).unwrap();
@@ -442,7 +533,7 @@ fn initial_flood_gets_retries_and_spares_a_real_client() {
     assert_eq!(st["validated"], 2, "both real clients came back validated: {st:?}");
     assert_eq!(st["refused"], 0, "{st:?}");
     assert!(grown < 16 * 1024, "VmRSS grew by {grown} kB");
-    // The flood's handshakes time out (idle_timeout 3 s): nothing is left.
+    // The flood's handshakes time out (idle_timeout 8 s): nothing is left.
     let st = wait_h3_status(&srv, "open", |n| n == 0);
     assert_eq!((st["open"], st["handshaking"]), (0, 0), "{st:?}");
 }

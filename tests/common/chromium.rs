@@ -23,8 +23,14 @@ pub fn chromium() -> Option<PathBuf> {
 
 /// Runs chromium headless with `args` and a fresh profile; its stdout. Killed past 60 s.
 pub fn run_chromium(bin: &Path, scratch: &Path, args: &[&str]) -> Vec<u8> {
+    run_chromium_env(bin, scratch, &[], args)
+}
+
+/// [`run_chromium`] with `env` set for the browser (e.g. a `HOME` with its own NSS database).
+pub fn run_chromium_env(bin: &Path, scratch: &Path, env: &[(&str, &Path)], args: &[&str]) -> Vec<u8> {
     let profile = tempfile::tempdir_in(scratch).unwrap();
     let mut cmd = Command::new(bin);
+    cmd.envs(env.iter().copied());
     cmd.args(["--headless", "--disable-gpu", "--no-first-run", "--hide-scrollbars", "--mute-audio"])
         .args(["--disable-extensions", "--disable-background-networking", "--disable-sync"])
         .arg("--force-color-profile=srgb")
