@@ -31,7 +31,9 @@ fn the_default_plan_runs_every_server_but_the_baseline() {
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     let line = t.lines().find(|l| l.contains("servers in turn each round:")).unwrap_or_else(|| panic!("{t}"));
-    for s in ["ferrohttpd ", "nginx ", "lighttpd ", "h2o ", "apache2 ", "apache2-stock ", "darkhttpd ", "ceiling"] {
+    for s in
+        ["ferrohttpd ", "nginx ", "lighttpd ", "h2o ", "apache2 ", "apache2-stock ", "darkhttpd ", "ceiling", "caddy"]
+    {
         assert!(line.contains(s), "{s:?} missing from {line:?}");
     }
     assert!(!line.contains("ferrohttpd-baseline"), "{line}");
@@ -169,5 +171,106 @@ for name in sorted(run.LATENCY_LONG):
          ferrohttpd-baseline ferrohttpd-baseline.toml:128 ferrohttpd-baseline-latency.toml:65535\n\
          lighttpd lighttpd.conf:128 lighttpd-latency.conf:65535\n\
          nginx nginx.conf:128 nginx-latency.conf:65535"
+    );
+}
+
+#[test]
+fn the_http3_workloads_are_in_the_plan_with_an_http3_build() {
+    let out = harness(&["--dry-run", "--quick", "--workloads", "h3"]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    for wl in ["h3-small", "h3-page", "h3-big"] {
+        let line = t.lines().find(|l| l.trim_start().starts_with(wl)).unwrap_or_else(|| panic!("{wl}: {t}"));
+        assert!(line.contains("gtlsclient") && line.contains("h2-tls: h2load"), "{line}");
+    }
+    assert!(t.contains("servers: ferrohttpd, caddy; runs/round: 4"), "{t}");
+    assert!(t.contains("cargo build --release --features http3 first"), "{t}");
+    // Only the HTTP/3 workloads ask for it; the others keep the default build.
+    let t = text(&harness(&["--dry-run", "--quick", "--workloads", "h2"]));
+    assert!(!t.contains("--features http3"), "{t}");
+    assert!(t.lines().filter(|l| l.contains("servers:")).all(|l| !l.contains("caddy")), "{t}");
+}
+
+#[test]
+fn gtlsclient_runs_count_only_the_processes_that_finished_quietly() {
+    // GTLS_SCRIPT's output, captured: two processes of 100 requests that finished, and two
+    // that exited 0 all the same after printing an error (gtlsclient -q on a dead port).
+    let printed = harness_python(
+        r#"
+ok = "gtlsclient plan: 2 x 1 processes, 100 requests and 409600 bytes each\n" \
+     "gtlsclient exit 0 printed 0\ngtlsclient exit 0 printed 0\n"
+bad = "gtlsclient plan: 2 x 1 processes, 100 requests and 409600 bytes each\n" \
+      "gtlsclient exit 0 printed 0\ngtlsclient exit 0 printed 41\n" \
+      "ngtcp2_conn_handle_expiry: ERR_IDLE_CLOSE\n"
+for out in (ok, bad, "gtlsclient plan: 3 x 2 processes, 5 requests and 20480 bytes each\n"):
+    r = run.parse_gtlsclient(out)
+    print(r["requests"], r["bytes"], r["err_read"])
+print(run.parse_gtlsclient("sh: 1: gtlsclient: not found\n"))
+"#,
+    );
+    assert_eq!(printed, "200 819200 0\n100 409600 100\n0 0 30\nNone");
+}
+
+#[test]
+fn the_http3_check_reads_each_request_status_and_length_from_gtlsclient() {
+    // gtlsclient's log without -q (captured against Caddy): streams 0, 4, 8 are its requests in
+    // the order of its URIs.
+    let printed = harness_python(
+        r#"
+log = """http: stream 0x0 submit request headers
+http: stream 0x4 submit request headers
+http: stream 0x4 response headers started
+http: stream 0x4 [:status: 200]
+http: stream 0x4 [content-length: 4096]
+http: stream 0x4 [server: Caddy]
+http: stream 0x0 response headers started
+http: stream 0x0 [:status: 404]
+http: stream 0x0 [content-length: 19]
+http: stream 0x8 [:status: 200]
+"""
+print(sorted(run.h3_fields(log).items()))
+"#,
+    );
+    assert_eq!(
+        printed,
+        "[(0, {':status': 404, 'content-length': 19}), (1, {':status': 200, 'content-length': 4096}), \
+         (2, {':status': 200})]"
+    );
+}
+
+#[test]
+fn the_http3_instances_serve_both_protocols_from_one_process() {
+    // ferrohttpd: the TLS config plus [http3], run by the http3 build; Caddy: h1, h2 and h3 on
+    // its TLS port, GOMAXPROCS=1, no encode handler (no compression), no access log.
+    let printed = harness_python(
+        r#"
+import atexit, json, pathlib, shutil, tempfile, types
+base = pathlib.Path(tempfile.mkdtemp())
+atexit.register(shutil.rmtree, base)
+w = run.Work(base)
+for name in ("tls.crt", "tls.key"):
+    (base / name).write_text("")
+b = types.SimpleNamespace(work=w, max_concurrency=10, ferro_bin="/default/ferrohttpd", used_ports=set(),
+                          ferro_h3_bin="/h3/ferrohttpd", tools={"caddy": "/usr/bin/caddy"})
+for name in ("ferrohttpd", "caddy"):
+    inst = run.Instance(b, name, "h3")
+    inst.port = 8080
+    cmd = inst.command()
+    conf = pathlib.Path(cmd[-1]).read_text()
+    if name == "caddy":
+        c = json.loads(conf)
+        tls = c["apps"]["http"]["servers"]["tls"]
+        handlers = [h["handler"] for srv in c["apps"]["http"]["servers"].values() for r in srv["routes"]
+                    for h in r["handle"]]
+        print(cmd[:3], tls["protocols"], tls["listen"] == [f"127.0.0.1:{inst.tls_port}"], handlers,
+              "logs" in tls)
+    else:
+        print(cmd[0], "[http3]\nenabled = true" in conf, f'listen = ["127.0.0.1:{inst.tls_port}"]' in conf)
+"#,
+    );
+    assert_eq!(
+        printed,
+        "/h3/ferrohttpd True True\n\
+         ['env', 'GOMAXPROCS=1', '/usr/bin/caddy'] ['h1', 'h2', 'h3'] True ['file_server', 'file_server'] False"
     );
 }

@@ -2,6 +2,7 @@
 """Memory per idle keep-alive connection.
 
     benches/load/idle_connections.py [--tls] [--h2c] PID PORT [N] [PATH]
+    benches/load/idle_connections.py --h3 PID PORT [N] [PATH]
 
 Opens N (default 10000) connections to 127.0.0.1:PORT, makes one GET of PATH (default
 /4k.bin) on each and reads the whole response, keeps them all open, then prints the RSS of
@@ -10,9 +11,14 @@ difference per connection. The server needs max_connections above N and a keep-a
 timeout longer than the run; this process raises its own descriptor limit as far as the hard
 limit allows. With --tls, PORT is a TLS listener (the certificate is not verified: this
 measures memory, not trust). With --h2c, each connection speaks cleartext HTTP/2 (prior
-knowledge) and makes its GET as stream 1; with both, HTTP/2 over TLS (ALPN h2, checked). Run
-by hand; never in CI.
+knowledge) and makes its GET as stream 1; with both, HTTP/2 over TLS (ALPN h2, checked).
+With --h3, each connection is HTTP/3 over QUIC to the UDP port PORT (Python's aioquic, one
+UDP socket per connection, certificate not verified) and its GET must answer 200; the
+server needs [http3] max_connections_per_ip = 0 (or above N), an idle_timeout longer than
+the run, and [server] max_connections above N. Run by hand; never in CI.
 """
+import asyncio
+import contextlib
 import os
 import resource
 import socket
@@ -62,7 +68,73 @@ def h2_get(s, path, scheme):
         buf += chunk
 
 
+async def h3_open(port, n, path, stack):
+    """N HTTP/3 connections, one GET on each, answered 200 and read to its end; they stay open
+    (the connection contexts are entered on `stack`)."""
+    from aioquic.asyncio.client import connect
+    from aioquic.asyncio.protocol import QuicConnectionProtocol
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived, HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+
+    class Client(QuicConnectionProtocol):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.h3 = H3Connection(self._quic)
+            self.status = None
+            self.done = asyncio.get_running_loop().create_future()
+
+        def quic_event_received(self, event):
+            for e in self.h3.handle_event(event):
+                if isinstance(e, HeadersReceived):
+                    self.status = dict(e.headers).get(b":status")
+                if isinstance(e, (HeadersReceived, DataReceived)) and e.stream_ended and not self.done.done():
+                    self.done.set_result(self.status)
+
+    # the client's idle timeout outlasts the run; the server's decides
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE,
+                               idle_timeout=3600.0, server_name="localhost")
+    clients = []
+    for i in range(n):
+        client = await stack.enter_async_context(
+            connect("127.0.0.1", port, configuration=config, create_protocol=Client, wait_connected=True))
+        clients.append(client)
+        stream = client._quic.get_next_available_stream_id()
+        client.h3.send_headers(stream, [(b":method", b"GET"), (b":scheme", b"https"),
+                                        (b":authority", b"localhost"), (b":path", path.encode())],
+                               end_stream=True)
+        client.transmit()
+        status = await asyncio.wait_for(client.done, 10)
+        if status != b"200":
+            sys.exit(f"connection {i}: status {status!r}, not 200")
+    return clients
+
+
+async def h3_main(pid, port, n, path):
+    async with contextlib.AsyncExitStack() as stack:
+        before = rss(pid)
+        clients = await h3_open(port, n, path, stack)
+        await asyncio.sleep(1.0)
+        report(pid, n, before, "HTTP/3")
+        # all at once: one by one, each close would wait out its closing period
+        for c in clients:
+            c.close()
+        await asyncio.wait_for(asyncio.gather(*(c.wait_closed() for c in clients)), 60)
+
+
+def report(pid, n, before, what):
+    after = rss(pid)
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    print(f"before: {before}")
+    print(f"after {n} idle {what} connections: {after}; server descriptors: {fds}")
+    print(f"per connection: VmRSS {(after['VmRSS'] - before['VmRSS']) * 1024 / n:.0f} B, "
+          f"RssAnon {(after['RssAnon'] - before['RssAnon']) * 1024 / n:.0f} B")
+
+
 def main():
+    h3 = "--h3" in sys.argv[1:]
+    if h3:
+        sys.argv.remove("--h3")
     h2c = "--h2c" in sys.argv[1:]
     if h2c:
         sys.argv.remove("--h2c")
@@ -81,6 +153,9 @@ def main():
     path = sys.argv[4] if len(sys.argv) > 4 else "/4k.bin"
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, n + 1000)), hard))
+    if h3:
+        asyncio.run(h3_main(pid, port, n, path))
+        return
     before = rss(pid)
     req = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
     conns = []
@@ -113,12 +188,7 @@ def main():
                 break
         conns.append(s)
     time.sleep(1.0)
-    after = rss(pid)
-    fds = len(os.listdir(f"/proc/{pid}/fd"))
-    print(f"before: {before}")
-    print(f"after {n} idle keep-alive connections: {after}; server descriptors: {fds}")
-    print(f"per connection: VmRSS {(after['VmRSS'] - before['VmRSS']) * 1024 / n:.0f} B, "
-          f"RssAnon {(after['RssAnon'] - before['RssAnon']) * 1024 / n:.0f} B")
+    report(pid, n, before, "keep-alive")
     for s in conns:
         s.close()
 

@@ -325,6 +325,10 @@ impl H3Conn {
     /// accounted as aborted.
     pub(super) fn lost(&mut self, cx: &mut Ctx) {
         self.closed = true;
+        // Nothing is sent any more: a wake-up left set (a rate limit's, a stall's) would come
+        // due, find nothing to do (`pump` returns at once), and be set again for the same past
+        // instant, for ever, by the endpoint's timer loop (`Quic::on_timer`).
+        self.wake = None;
         self.urgency.clear();
         for (_, req) in std::mem::take(&mut self.reqs) {
             abandon(cx, req);
