@@ -111,10 +111,10 @@ class Attacker(QuicConnectionProtocol):
             extra
         )
 
-    def get(self, path, end=True):
+    def get(self, path, end=True, extra=()):
         """A GET on a new request stream (through H3Connection): its stream ID."""
         sid = self._quic.get_next_available_stream_id()
-        self.h3.send_headers(sid, self.request_headers(path), end_stream=end)
+        self.h3.send_headers(sid, self.request_headers(path, extra), end_stream=end)
         return sid
 
     def uni(self, stream_type):
@@ -207,8 +207,14 @@ async def attack(name, client, n):
         # Past the limit the server advertised: aioquic is told the limit is higher.
         out["advertised"] = q._remote_max_streams_bidi
         q._remote_max_streams_bidi = 1 << 20
+        # Conditional GETs answered 304: the responses to the streams within the limit stay
+        # small. With bodies they can fill the congestion window before the stream past the
+        # limit arrives, and quinn-proto 0.11.19 then never sends its CONNECTION_CLOSE
+        # (quinn issue #2785, fixed upstream by #2787, in no 0.11 release yet): the client
+        # would see its idle timeout instead of STREAM_LIMIT_ERROR. (HEAD would do too, but
+        # aioquic holds a HEAD response's Content-Length against its empty body.)
         for _ in range(n):
-            client.get(b"/small.bin")
+            client.get(b"/small.bin", extra=[(b"if-none-match", b"*")])
         client.transmit()
         await client.closing(5)
     elif name == "too-many-uni":
