@@ -645,3 +645,38 @@ fn stateless_reset_and_version_negotiation_are_counted() {
     let st = wait_h3_status(&srv, "version_negotiations", |n| n >= 1);
     assert_eq!((st["version_negotiations"], st["handshake_failures"], st["accepted"]), (1, 0, 1), "{st:?}");
 }
+
+/// Issue 35's memory target: an idle HTTP/3 connection costs at most what an idle HTTP/2
+/// connection over TLS does plus 16 KiB. Each figure is `benches/load/idle_connections.py`'s
+/// (RssAnon growth ÷ N) on a fresh server: N connections with one GET each, held open past
+/// the 250 ms after which an idle HTTP/3 connection drops the buffers it keeps for reuse, as
+/// an HTTP/2 one does (release build, N = 1,000: 27.3 KiB against 12.8 KiB; 29.1 KiB, over
+/// the target, without that). The bound is the target less 1 KiB, which the shedding gives
+/// (this debug build, N = 300: 14.1 KiB more than HTTP/2 with it, 15.7 KiB without).
+#[test]
+fn an_idle_connection_costs_at_most_http2_over_tls_plus_16_kib() {
+    if !have_client() {
+        return;
+    }
+    let per_connection = |mode: &[&str]| -> u64 {
+        let srv = h3_server(
+            "max_connections_per_ip = 0\nidle_timeout = \"120s\"\n[http2]\nidle_timeout = \"120s\"\n",
+            |_, root| write_bodies(root),
+        );
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/load/idle_connections.py");
+        let out = Command::new("python3")
+            .arg(script)
+            .args(mode)
+            .args([srv.pid().to_string(), srv.tls_addr().port().to_string(), "300".into(), "/small.bin".into()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{mode:?}: {text} {}", String::from_utf8_lossy(&out.stderr));
+        let n = text.split("RssAnon ").nth(1).and_then(|s| s.split(' ').next()).and_then(|s| s.parse().ok());
+        n.unwrap_or_else(|| panic!("{mode:?}: {text}"))
+    };
+    let h2 = per_connection(&["--tls", "--h2c"]);
+    let h3 = per_connection(&["--h3"]);
+    eprintln!("idle connection: HTTP/2 over TLS {h2} B, HTTP/3 {h3} B (RssAnon)");
+    assert!(h3 <= h2 + 15 * 1024, "HTTP/3 {h3} B > HTTP/2 over TLS {h2} B + 15 KiB");
+}

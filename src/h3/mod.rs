@@ -48,6 +48,7 @@
 //! data_frame_header(len, &mut out)          // then `len` body bytes
 //! s.goaway(id, &mut out)                    // graceful shutdown: requests >= id refused
 //! s.accepts(id)                             // false for a request stream at/after our GOAWAY
+//! s.shed()                                  // idle: drop the value codings kept for reuse
 //! ```
 //!
 //! Every error a peer can cause is a value ([`ConnError`]: close the connection with its

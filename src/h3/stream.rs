@@ -479,6 +479,15 @@ impl Session {
         frame::goaway(id, out);
     }
 
+    /// Drops what is kept to make the next responses cheaper (the codings of recent values)
+    /// and the control stream's spare room: the connection is idle.
+    pub fn shed(&mut self) {
+        self.values = qpack::ValueCache::default();
+        if let Some(c) = &mut self.control {
+            c.buf.shrink_to_fit();
+        }
+    }
+
     /// The ID of the GOAWAY we sent.
     pub fn goaway_sent(&self) -> Option<u64> {
         self.goaway_sent

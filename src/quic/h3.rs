@@ -61,6 +61,11 @@ const CHUNK: usize = 32 * 1024;
 const READ_MAX: usize = 16 * 1024;
 /// Request readers and field lists a connection keeps for reuse (see `H3Conn::spare_readers`).
 const SPARE: usize = 2;
+/// How long a connection stays without a request in flight before it drops the buffers it
+/// keeps for reuse (its spare readers and field lists, its scratch lists), as an HTTP/2
+/// connection does (`conn::h2`'s `SHED_AFTER`): not at every gap between two requests, which
+/// would allocate them again for each.
+const SHED_AFTER: Duration = Duration::from_millis(250);
 /// Requests a client may cancel (stop or reset their stream) before their response is
 /// complete, refilled by one with every response completed; when none is left the connection
 /// is closed with H3_EXCESSIVE_LOAD (Rapid Reset, as `[http2] reset_budget`'s default does
@@ -157,6 +162,10 @@ pub(super) struct H3Conn {
     /// Responses handed to QUIC whole whose streams the client has not acknowledged yet: a
     /// graceful close waits for them (closing discards what is unacknowledged).
     unacked: usize,
+    /// Since when no request has been in flight, and whether the buffers kept for reuse are
+    /// dropped (see [`SHED_AFTER`]).
+    idle_since: Option<Instant>,
+    shed: bool,
     guard: Guard,
 }
 
@@ -250,6 +259,8 @@ impl H3Conn {
             closed: false,
             unacked: 0,
             urgency: BTreeMap::new(),
+            idle_since: None,
+            shed: false,
             guard: Guard::new(),
         }
     }
@@ -325,9 +336,9 @@ impl H3Conn {
     /// accounted as aborted.
     pub(super) fn lost(&mut self, cx: &mut Ctx) {
         self.closed = true;
-        // Nothing is sent any more: a wake-up left set (a rate limit's, a stall's) would come
-        // due, find nothing to do (`pump` returns at once), and be set again for the same past
-        // instant, for ever, by the endpoint's timer loop (`Quic::on_timer`).
+        // Nothing is sent or shed any more: a wake-up left set would come due, find nothing
+        // to do (`pump` returns at once), and be set again for the same past instant, for
+        // ever, by the endpoint's timer loop (`Quic::on_timer`).
         self.wake = None;
         self.urgency.clear();
         for (_, req) in std::mem::take(&mut self.reqs) {
@@ -387,7 +398,41 @@ impl H3Conn {
                 self.close(conn, cx, ConnError { code: Code::NoError, why: "no progress for send_timeout" });
             }
         }
+        self.shed_if_idle(cx.clock.now);
         jobs
+    }
+
+    /// Drops the buffers kept for reuse once no request has been in flight for
+    /// [`SHED_AFTER`] (until then, a wake-up is set for it): an idle connection holds only
+    /// its state.
+    fn shed_if_idle(&mut self, now: Instant) {
+        if self.closed {
+            return;
+        }
+        if !self.reqs.is_empty() {
+            self.idle_since = None;
+            self.shed = false;
+            return;
+        }
+        if self.shed {
+            return;
+        }
+        let at = *self.idle_since.get_or_insert(now) + SHED_AFTER;
+        if now < at {
+            self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
+            return;
+        }
+        self.shed = true;
+        self.spare_readers = Vec::new();
+        self.spare_fields = Vec::new();
+        // Empty by now but for stale entries, which are kept (an empty one frees its room).
+        for list in [&mut self.writable, &mut self.throttled, &mut self.resumed, &mut self.done] {
+            list.shrink_to_fit();
+        }
+        self.readable.shrink_to_fit();
+        self.order.shrink_to_fit();
+        self.control_out.shrink_to_fit();
+        self.session.shed();
     }
 
     /// The connection fails with `e` (CONNECTION_CLOSE with its code).
