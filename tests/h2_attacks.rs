@@ -72,24 +72,8 @@ impl Bystander {
         // At least a few requests during the attack, whatever its length.
         thread::sleep(Duration::from_millis(50));
         self.stop.store(true, Ordering::Relaxed);
-        let mut t = self.thread.join().expect("the other client failed");
-        assert!(!t.is_empty());
-        t.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let (median, p99, max) = (t[t.len() / 2], t[(t.len() * 99 / 100).min(t.len() - 1)], t[t.len() - 1]);
-        let hwm = srv.status_kb("VmHWM");
-        println!(
-            "h2-attack {name:<24} other client: {} requests, median {:.2} ms, p99 {:.2} ms, max {:.2} ms; server VmHWM {} -> {} kB, VmRSS {} kB",
-            t.len(),
-            ms(median),
-            ms(p99),
-            ms(max),
-            hwm_before,
-            hwm,
-            srv.status_kb("VmRSS"),
-        );
-        assert!(max < LATENCY_BOUND, "{name}: the other client waited {max:?}");
-        assert!(hwm < hwm_before + MEMORY_BOUND_KB, "{name}: peak memory {hwm_before} -> {hwm} kB");
+        let t = self.thread.join().expect("the other client failed");
+        check_other_client("h2-attack", name, srv, t, hwm_before, LATENCY_BOUND, MEMORY_BOUND_KB);
         // The server is still serving fresh connections.
         assert_eq!(srv.get("/file.txt").body, FILE_TXT);
     }

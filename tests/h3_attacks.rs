@@ -105,24 +105,8 @@ impl Victim {
     fn finish(self, name: &str, srv: &Server, hwm_before: u64) {
         thread::sleep(Duration::from_millis(50));
         self.stop.store(true, Ordering::Relaxed);
-        let mut t = self.thread.join().expect("the other client failed");
-        assert!(!t.is_empty());
-        t.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let (median, p99, max) = (t[t.len() / 2], t[(t.len() * 99 / 100).min(t.len() - 1)], t[t.len() - 1]);
-        let hwm = srv.status_kb("VmHWM");
-        println!(
-            "h3-attack {name:<20} other client: {} requests, median {:.2} ms, p99 {:.2} ms, max {:.2} ms; server VmHWM {} -> {} kB, VmRSS {} kB",
-            t.len(),
-            ms(median),
-            ms(p99),
-            ms(max),
-            hwm_before,
-            hwm,
-            srv.status_kb("VmRSS"),
-        );
-        assert!(max < LATENCY_BOUND, "{name}: the other client waited {max:?}");
-        assert!(hwm < hwm_before + MEMORY_BOUND_KB, "{name}: peak memory {hwm_before} -> {hwm} kB");
+        let t = self.thread.join().expect("the other client failed");
+        check_other_client("h3-attack", name, srv, t, hwm_before, LATENCY_BOUND, MEMORY_BOUND_KB);
     }
 }
 

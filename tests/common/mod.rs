@@ -1433,3 +1433,34 @@ pub fn have_aioquic(what: &str) -> bool {
     }
     ok
 }
+
+/// The other client's request times during an attack (`protocol` names the suite, e.g.
+/// "h2-attack"): printed with the server's peak memory, and checked, the slowest against
+/// `latency` and the peak memory's growth since `hwm_before` (kB) against `memory_kb`.
+pub fn check_other_client(
+    protocol: &str,
+    name: &str,
+    srv: &Server,
+    mut t: Vec<Duration>,
+    hwm_before: u64,
+    latency: Duration,
+    memory_kb: u64,
+) {
+    assert!(!t.is_empty());
+    t.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (median, p99, max) = (t[t.len() / 2], t[(t.len() * 99 / 100).min(t.len() - 1)], t[t.len() - 1]);
+    let hwm = srv.status_kb("VmHWM");
+    println!(
+        "{protocol} {name:<24} other client: {} requests, median {:.2} ms, p99 {:.2} ms, max {:.2} ms; server VmHWM {} -> {} kB, VmRSS {} kB",
+        t.len(),
+        ms(median),
+        ms(p99),
+        ms(max),
+        hwm_before,
+        hwm,
+        srv.status_kb("VmRSS"),
+    );
+    assert!(max < latency, "{name}: the other client waited {max:?}");
+    assert!(hwm < hwm_before + memory_kb, "{name}: peak memory {hwm_before} -> {hwm} kB");
+}
