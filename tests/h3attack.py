@@ -140,6 +140,14 @@ class Attacker(QuicConnectionProtocol):
             except asyncio.TimeoutError:
                 return
 
+    async def one_more_request(self, timeout):
+        """A GET of /small.bin after the attack, waited for (at most `timeout` seconds): its
+        stream ID, in `ended` if its response came whole."""
+        sid = self.get(b"/small.bin")
+        self.transmit()
+        await self.until(lambda: sid in self.ended, timeout)
+        return sid
+
     async def closing(self, timeout):
         """Waits for the server to close the connection (at most `timeout` seconds)."""
         await self.until(lambda: False, timeout)
@@ -199,10 +207,7 @@ async def attack(name, client, n):
             await client.until(lambda: room() > 0, 1)
         out["sent"] = done
         # The connection still takes requests (the cancelled streams were all given back).
-        sid = client.get(b"/small.bin")
-        client.transmit()
-        await client.until(lambda: sid in client.ended, 3)
-        out["request_stream"] = sid
+        out["request_stream"] = await client.one_more_request(3)
     elif name == "too-many-streams":
         # Past the limit the server advertised: aioquic is told the limit is higher.
         out["advertised"] = q._remote_max_streams_bidi
@@ -356,10 +361,7 @@ async def attack(name, client, n):
                 # The server issues a new one for each retired.
                 await client.until(lambda: bool(q._peer_cid_available), 1)
         out["changes"] = changes
-        sid = client.get(b"/small.bin")
-        client.transmit()
-        await client.until(lambda: sid in client.ended, 5)
-        out["request_stream"] = sid
+        out["request_stream"] = await client.one_more_request(5)
     elif name == "cid-flood":
         for _ in range(n):
             q._host_cids.append(
