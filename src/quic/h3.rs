@@ -51,6 +51,7 @@ use crate::h3::{
 use crate::http::fields::Fields;
 use crate::http::priority::Priority;
 use crate::http::request::{Limits, Reject};
+use crate::http::response::{FieldSpans, Span};
 use crate::log::{RequestLine, HTTP3};
 use crate::serve::{self, Exchange, CLIENT_CLOSED};
 
@@ -141,6 +142,13 @@ pub(super) struct H3Conn {
     #[allow(clippy::vec_box)]
     spare_readers: Vec<Box<RequestStream>>,
     spare_fields: Vec<Fields>,
+    /// Scratch of [`H3Conn::respond`] (kept, shed when idle), as HTTP/2 keeps it: the spans
+    /// that record where a head's fields are (lent to each exchange until its HEADERS are
+    /// encoded), the fields' names lowercased, and for each field its name's range in them
+    /// and its span in the head.
+    head_fields: FieldSpans,
+    head_names: Vec<u8>,
+    head_spans: Vec<(usize, usize, Span)>,
     /// The socket, the address the client's datagrams came to (QUIC's: right where the
     /// socket is bound to a wildcard address; both for `Exchange::local_ip`), the client, and
     /// the SNI name of the handshake.
@@ -249,6 +257,9 @@ impl H3Conn {
             done: Vec::new(),
             spare_readers: Vec::new(),
             spare_fields: Vec::new(),
+            head_fields: FieldSpans::default(),
+            head_names: Vec::new(),
+            head_spans: Vec::new(),
             fd,
             local: None,
             peer,
@@ -425,6 +436,9 @@ impl H3Conn {
         self.shed = true;
         self.spare_readers = Vec::new();
         self.spare_fields = Vec::new();
+        self.head_fields = FieldSpans::default();
+        self.head_names = Vec::new();
+        self.head_spans = Vec::new();
         // Empty by now but for stale entries, which are kept (an empty one frees its room).
         for list in [&mut self.writable, &mut self.throttled, &mut self.resumed, &mut self.done] {
             list.shrink_to_fit();
@@ -651,12 +665,13 @@ impl H3Conn {
     }
 
     /// A new exchange for a request of this connection.
-    fn exchange(&self, cx: &mut Ctx) -> Exchange {
+    fn exchange(&mut self, cx: &mut Ctx) -> Exchange {
         // `ex.tls` stays None: quinn-proto does not tell the suite, and the access log's TLS
         // fields are for TLS over TCP.
         let mut ex = Exchange::new(self.fd, self.peer, cx.clock.now);
         ex.local = self.local;
         ex.take_head(cx);
+        ex.fields = std::mem::take(&mut self.head_fields);
         ex.fields.record();
         ex
     }
@@ -721,14 +736,15 @@ impl H3Conn {
         // The status and fields the head recorded as it was rendered (connection-specific
         // fields are not), names lowercased.
         let head = &ex.head;
-        let mut names = Vec::new();
-        let mut spans = Vec::new();
+        let (names, spans) = (&mut self.head_names, &mut self.head_spans);
+        names.clear();
+        spans.clear();
         for f in ex.fields.spans(head) {
             let k = names.len();
             names.extend(f.name(head).iter().map(u8::to_ascii_lowercase));
-            spans.push((k..names.len(), f.value(head)));
+            spans.push((k, names.len(), f));
         }
-        let fields = spans.iter().map(|(name, value)| (&names[name.clone()], *value));
+        let fields = spans.iter().map(|&(a, b, f)| (&names[a..b], f.value(head)));
         if self.session.encode_response_head(ex.fields.status(), fields, &mut out).is_err() {
             // Larger than the client accepts (RFC 9114 §4.2.2): a bare 500 instead.
             out.clear();
@@ -739,6 +755,7 @@ impl H3Conn {
             ex.head.clear();
             ex.head_pos = 0;
         }
+        self.head_fields = std::mem::take(&mut ex.fields);
         // From now on `head` holds multipart framing only, sent as DATA.
         ex.head_pos = ex.head.len();
         if ex.body.remaining() == 0 && !ex.parts.is_empty() {
