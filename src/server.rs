@@ -529,8 +529,10 @@ impl Server {
         consider(self.accept_paused_until);
         consider(self.shutdown_deadline);
         consider(self.upgrade.as_ref().and_then(|u| u.deadline()));
-        // Round up so the wake-up is never a hair early.
-        next.map(|t| t.saturating_duration_since(Instant::now()) + Duration::from_millis(1))
+        // Round up so the wake-up is never a hair early. From the turn's time, not a second
+        // clock read per turn: it is earlier than now, so the wait errs long by the turn's
+        // own work (microseconds), never short.
+        next.map(|t| t.saturating_duration_since(self.cx.clock.now) + Duration::from_millis(1))
     }
 
     fn accept(&mut self, i: usize) {
