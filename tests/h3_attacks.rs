@@ -180,6 +180,21 @@ fn stream_reset_flood() {
     });
 }
 
+/// `[http3] reset_budget` is the budget: at 20, 15 cancellations leave the connection
+/// alone and 60 close it with H3_EXCESSIVE_LOAD (at the old fixed 200 they would not), and
+/// the status page counts it as `http3_closed: reset_budget`.
+#[test]
+fn reset_budget_is_the_configured_one() {
+    let Some(srv) = server("reset_budget = 20\n") else { return };
+    let r = attack(&srv, "reset-flood", 15);
+    assert_eq!((num(&r, "sent"), closed(&r)), (15, None), "{r:?}");
+    assert_eq!(of(&r, "statuses", num(&r, "request_stream")), Some(200), "{r:?}");
+    let r = attack(&srv, "reset-flood", 60);
+    assert_eq!(closed(&r), Some(H3_EXCESSIVE_LOAD), "{r:?}");
+    let st = h3::wait_status(&srv, "closed.reset_budget", |n| n == 1);
+    assert_eq!((st["closed.reset_budget"], st["closed.send_timeout"]), (1, 0), "{st:?}");
+}
+
 /// Streams past the limits the server advertised (100 bidirectional, 8 unidirectional):
 /// STREAM_LIMIT_ERROR from QUIC (RFC 9000 §4.6) before any of them costs anything.
 #[test]

@@ -27,9 +27,10 @@
 //!   QUIC stream's priority; streams of one urgency take turns (incremental or not).
 //! * **Defences** (as `conn::h2`'s): a request the client cancels (STOP_SENDING or
 //!   RESET_STREAM) stops the rest of its stream, so that QUIC frees it and gives its place
-//!   under `max_streams` back; [`RESET_BUDGET`] cancellations before completion, refilled
-//!   by completed responses, then H3_EXCESSIVE_LOAD (Rapid Reset); responses that wait with
-//!   none of their bytes taken for `[http] send_timeout` close the connection.
+//!   under `max_streams` back; the budgets and deadlines of [`Guard`] (`quic::guard`):
+//!   `[http3] reset_budget` cancellations before completion, refilled by completed
+//!   responses, then H3_EXCESSIVE_LOAD (Rapid Reset); responses that wait with none of
+//!   their bytes taken for `[http] send_timeout` close the connection.
 //! * **Ends.** A response is logged (`HTTP/3.0`) and counted when its last frame is handed
 //!   to QUIC; a stream the client resets or stops before that, or a connection lost, is
 //!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, upgrade) lets
@@ -44,6 +45,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use quinn_proto::{Connection, Dir, StreamEvent, StreamId, VarInt, WriteError};
 
+use super::guard::{Guard, Stall};
 use crate::ctx::Ctx;
 use crate::h3::{
     data_frame_header, data_frame_header_len, Code, Config, ConnError, Error, Event, RequestStream, Session, UniEvent,
@@ -66,11 +68,6 @@ const SPARE: usize = 2;
 /// connection does (`conn::h2`'s `SHED_AFTER`): not at every gap between two requests, which
 /// would allocate them again for each.
 const SHED_AFTER: Duration = Duration::from_millis(250);
-/// Requests a client may cancel (stop or reset their stream) before their response is
-/// complete, refilled by one with every response completed; when none is left the connection
-/// is closed with H3_EXCESSIVE_LOAD (Rapid Reset, as `[http2] reset_budget`'s default does
-/// for HTTP/2).
-const RESET_BUDGET: u32 = 200;
 /// How long responses held back behind a full connection window (see [`H3Conn::send`]) wait
 /// at most before they are tried again when no event of the connection comes first.
 const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -169,72 +166,13 @@ pub(super) struct H3Conn {
     guard: Guard,
 }
 
-/// The defences a connection keeps across turns, as `conn::h2` has them: the budget of
-/// requests cancelled before their response completed (Rapid Reset), and how long responses
-/// have waited with none of their bytes taken (`[http] send_timeout`).
-#[derive(Debug)]
-struct Guard {
-    /// What is left of [`RESET_BUDGET`].
-    resets: u32,
-    /// Since when responses have waited with none of their bytes taken by QUIC (the client
-    /// opens no window, or acknowledges nothing); None while none waits.
-    stalled: Option<Instant>,
-}
-
-/// What [`Guard::sent`] makes of a turn.
-#[derive(Debug, PartialEq, Eq)]
-enum Stall {
-    /// No response waits, or one made progress.
-    No,
-    /// Responses wait: look again at this time.
-    Until(Instant),
-    /// None made progress for `send_timeout`: close the connection.
-    Expired,
-}
-
-impl Guard {
-    fn new() -> Guard {
-        Guard { resets: RESET_BUDGET, stalled: None }
-    }
-
-    /// A request was cancelled before its response was complete.
-    fn cancelled(&mut self) {
-        self.resets = self.resets.saturating_sub(1);
-    }
-
-    /// A response completed: one cancellation more is allowed, up to the budget.
-    fn completed(&mut self) {
-        self.resets = (self.resets + 1).min(RESET_BUDGET);
-    }
-
-    /// The budget is spent: the connection is closed (H3_EXCESSIVE_LOAD).
-    fn spent(&self) -> bool {
-        self.resets == 0
-    }
-
-    /// A turn of sending ended at `now`: `waiting`, responses wait to be sent; `moved`,
-    /// QUIC took bytes of at least one.
-    fn sent(&mut self, waiting: bool, moved: bool, now: Instant, send_timeout: Duration) -> Stall {
-        if moved || !waiting {
-            self.stalled = None;
-            return Stall::No;
-        }
-        let t = *self.stalled.get_or_insert(now) + send_timeout;
-        if t <= now {
-            Stall::Expired
-        } else {
-            Stall::Until(t)
-        }
-    }
-}
-
 /// A QUIC stream ID as HTTP/3 numbers it.
 fn sid(id: StreamId) -> u64 {
     VarInt::from(id).into_inner()
 }
 
 impl H3Conn {
-    pub(super) fn new(fd: RawFd, peer: IpAddr) -> H3Conn {
+    pub(super) fn new(fd: RawFd, peer: IpAddr, cx: &Ctx) -> H3Conn {
         H3Conn {
             session: Session::new(Config::default()),
             control: None,
@@ -261,7 +199,7 @@ impl H3Conn {
             urgency: BTreeMap::new(),
             idle_since: None,
             shed: false,
-            guard: Guard::new(),
+            guard: Guard::new(cx.cfg.http3.reset_budget),
         }
     }
 
@@ -379,6 +317,7 @@ impl H3Conn {
             return jobs;
         }
         if self.guard.spent() {
+            cx.counters.http3.closed_reset_budget += 1;
             self.close(conn, cx, ConnError { code: Code::ExcessiveLoad, why: "too many requests cancelled" });
             return jobs;
         }
@@ -395,6 +334,7 @@ impl H3Conn {
             Stall::No => {}
             Stall::Until(t) => self.wake = Some(self.wake.map_or(t, |w| w.min(t))),
             Stall::Expired => {
+                cx.counters.http3.closed_send_timeout += 1;
                 self.close(conn, cx, ConnError { code: Code::NoError, why: "no progress for send_timeout" });
             }
         }
@@ -935,57 +875,4 @@ fn unanswered(cx: &mut Ctx, fields: &Fields) {
     ex.start(CLIENT_CLOSED, cx.clock.now);
     ex.account_aborted(cx, false);
     cx.counters.http3.requests += 1;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Rapid Reset: the budget is spent after [`RESET_BUDGET`] cancellations in a row; each
-    /// completed response allows one more, never more than the budget.
-    #[test]
-    fn cancellations_spend_the_budget_completions_refill_it() {
-        let mut g = Guard::new();
-        for _ in 0..RESET_BUDGET - 1 {
-            g.cancelled();
-        }
-        assert!(!g.spent());
-        g.completed();
-        g.cancelled();
-        assert!(!g.spent());
-        g.cancelled();
-        assert!(g.spent());
-        // Completions beyond the budget are not banked.
-        let mut g = Guard::new();
-        for _ in 0..1000 {
-            g.completed();
-        }
-        for _ in 0..RESET_BUDGET {
-            g.cancelled();
-        }
-        assert!(g.spent());
-    }
-
-    /// send_timeout: counted from the first turn responses waited and none moved, renewed
-    /// by progress, forgotten when none waits.
-    #[test]
-    fn a_stall_expires_after_send_timeout_unless_bytes_move() {
-        let t0 = Instant::now();
-        let s = |n: u64| t0 + Duration::from_secs(n);
-        let timeout = Duration::from_secs(30);
-        let mut g = Guard::new();
-        assert_eq!(g.sent(true, true, s(0), timeout), Stall::No);
-        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
-        // Later turns without progress keep the first stalled moment.
-        assert_eq!(g.sent(true, false, s(20), timeout), Stall::Until(s(31)));
-        assert_eq!(g.sent(true, false, s(31), timeout), Stall::Expired);
-        // Progress renews it.
-        let mut g = Guard::new();
-        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
-        assert_eq!(g.sent(true, true, s(25), timeout), Stall::No);
-        assert_eq!(g.sent(true, false, s(40), timeout), Stall::Until(s(70)));
-        // Nothing waiting: no stall, whatever moved.
-        assert_eq!(g.sent(false, false, s(100), timeout), Stall::No);
-        assert_eq!(g.sent(true, false, s(101), timeout), Stall::Until(s(131)));
-    }
 }
