@@ -63,8 +63,10 @@ pub struct Http3Counters {
     pub packets_lost: u64,
     pub congestion_events: u64,
     /// Connections the server closed in their defence (`quic::guard`): past `[http3]
-    /// reset_budget` (Rapid Reset), and no response bytes taken for `[http] send_timeout`.
+    /// reset_budget` (Rapid Reset) or `flood_budget`, and no response bytes taken for
+    /// `[http] send_timeout`.
     pub closed_reset_budget: u64,
+    pub closed_flood_budget: u64,
     pub closed_send_timeout: u64,
 }
 
@@ -94,8 +96,12 @@ impl Http3Counters {
     }
 
     /// The connections closed in their defence, by reason (the key that closed them).
-    fn closes(&self) -> [(&'static str, u64); 2] {
-        [("reset_budget", self.closed_reset_budget), ("send_timeout", self.closed_send_timeout)]
+    fn closes(&self) -> [(&'static str, u64); 3] {
+        [
+            ("reset_budget", self.closed_reset_budget),
+            ("flood_budget", self.closed_flood_budget),
+            ("send_timeout", self.closed_send_timeout),
+        ]
     }
 
     /// The transport's packets and losses.

@@ -2,7 +2,7 @@
 //! `tests/h3attack.py` (aioquic, driven below its H3Connection where an attack needs it):
 //! stream-reset flood, too many streams, QPACK abuse (a dynamic table we advertised as 0,
 //! Required Insert Count, huge field sections), control-stream abuse, unknown frame and
-//! stream types, a zero flow-control window, a slow reader, connection-ID churn and flood.
+//! stream types, floods of frames that do no work, a zero flow-control window, a slow reader, connection-ID churn and flood.
 //! Each gets its answer (the error code RFC 9000, 9114 or 9204 names, or a 431, or nothing
 //! where the RFC says to ignore), while another client (`tests/h3client.py --session`) on
 //! its own QUIC connection keeps fetching a small file: its latency during each attack is
@@ -278,7 +278,8 @@ fn control_stream_abuse() {
 fn unknown_frames_and_stream_types() {
     let Some(srv) = server("") else { return };
     under_attack("unknown types", &srv, || {
-        let r = attack(&srv, "unknown", 500);
+        // 200 of each (600 frames, 4 streams): below the flood budget (1000).
+        let r = attack(&srv, "unknown", 200);
         assert_eq!(closed(&r), None, "{r:?}");
         assert_eq!(of(&r, "statuses", num(&r, "request_stream")), Some(200), "{r:?}");
         let Some(Json::Arr(unis)) = r.get("unknown_streams") else { panic!("{r:?}") };
@@ -288,6 +289,36 @@ fn unknown_frames_and_stream_types() {
             assert_eq!(of(&r, "stops", u), Some(H3_STREAM_CREATION_ERROR), "{r:?}");
         }
     });
+}
+
+/// Frames and stream events that do no work (`[http3] flood_budget`, 1000 by default, as
+/// `[http2] flood_budget`), each kind on its own connection: reserved frame types on the
+/// control stream, PRIORITY_UPDATEs, reserved frame types on a request stream that never
+/// sends HEADERS, QPACK instructions with no effect, unidirectional streams of reserved
+/// types. 2,000 of any kind close the connection with H3_EXCESSIVE_LOAD (each costs the
+/// server a little work and nothing else bounds them); 400 leave it serving, and the status
+/// page counts the closes (`http3_closed: flood_budget`).
+#[test]
+fn flood_of_frames_that_do_no_work() {
+    let Some(srv) = server("") else { return };
+    let kinds = ["control", "priority", "request", "qpack", "uni"];
+    under_attack("idle-frame flood", &srv, || {
+        for kind in kinds {
+            let name = format!("flood-{kind}");
+            let r = attack(&srv, &name, 400);
+            assert_eq!(closed(&r), None, "{name}: {r:?}");
+            assert_eq!(of(&r, "statuses", num(&r, "request_stream")), Some(200), "{name}: {r:?}");
+            let r = attack(&srv, &name, 2000);
+            assert_eq!(closed(&r), Some(H3_EXCESSIVE_LOAD), "{name}: {r:?}");
+            assert_eq!(r.get("reason").and_then(Json::str), Some("too many frames that do no work"), "{r:?}");
+        }
+    });
+    let st = h3::status(&srv);
+    assert_eq!(st["closed.flood_budget"], kinds.len() as u64, "{st:?}");
+    // The budget is the configured one: at 100, 150 close the connection.
+    let Some(srv) = server("flood_budget = 100\n") else { return };
+    let r = attack(&srv, "flood-control", 150);
+    assert_eq!(closed(&r), Some(H3_EXCESSIVE_LOAD), "{r:?}");
 }
 
 /// Clients that never open their receive window (10 requests for 3 MiB each, on three

@@ -199,7 +199,7 @@ impl H3Conn {
             urgency: BTreeMap::new(),
             idle_since: None,
             shed: false,
-            guard: Guard::new(cx.cfg.http3.reset_budget),
+            guard: Guard::new(cx.cfg.http3.reset_budget, cx.cfg.http3.flood_budget),
         }
     }
 
@@ -400,10 +400,16 @@ impl H3Conn {
         for &id in &ids {
             if id.dir() == Dir::Uni {
                 if self.uni.contains(&id) {
-                    self.read_uni(conn, id)?;
+                    let r = self.read_uni(conn, id);
+                    self.guard.idle(self.session.take_idle());
+                    r?;
                 }
             } else {
                 self.read_request(conn, cx, id, jobs)?;
+            }
+            if self.guard.flooded() {
+                cx.counters.http3.closed_flood_budget += 1;
+                return Err(ConnError { code: Code::ExcessiveLoad, why: "too many frames that do no work" });
             }
         }
         // The vector back, for its room (nothing is added to `readable` meanwhile).
@@ -508,6 +514,7 @@ impl H3Conn {
         let mut stream_error: Option<u32> = None;
         let mut reset = false;
         let mut ended = false;
+        let idle;
         {
             let Some(Req::Reading(r)) = self.reqs.get_mut(&n) else { return Ok(()) };
             let mut recv = conn.recv_stream(id);
@@ -557,7 +564,11 @@ impl H3Conn {
                 }
             }
             let _ = chunks.finalize();
+            idle = r.take_idle();
         }
+        // Frames that did no work, and a request answered with a stream reset (as HTTP/2
+        // counts a frame answered with RST_STREAM).
+        self.guard.idle(idle + u32::from(stream_error.is_some()));
         if reset {
             // The request ended before its head was complete: so does the response
             // (RFC 9114 §4.1.2), which frees the stream.
