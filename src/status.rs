@@ -63,11 +63,12 @@ pub struct Http3Counters {
     pub packets_lost: u64,
     pub congestion_events: u64,
     /// Connections the server closed in their defence (`quic::guard`): past `[http3]
-    /// reset_budget` (Rapid Reset) or `flood_budget`, and no response bytes taken for
-    /// `[http] send_timeout`.
+    /// reset_budget` (Rapid Reset) or `flood_budget`, no response bytes taken for `[http]
+    /// send_timeout`, and responses taken slower than `[http] min_send_rate`.
     pub closed_reset_budget: u64,
     pub closed_flood_budget: u64,
     pub closed_send_timeout: u64,
+    pub closed_min_send_rate: u64,
 }
 
 impl Http3Counters {
@@ -96,11 +97,12 @@ impl Http3Counters {
     }
 
     /// The connections closed in their defence, by reason (the key that closed them).
-    fn closes(&self) -> [(&'static str, u64); 3] {
+    fn closes(&self) -> [(&'static str, u64); 4] {
         [
             ("reset_budget", self.closed_reset_budget),
             ("flood_budget", self.closed_flood_budget),
             ("send_timeout", self.closed_send_timeout),
+            ("min_send_rate", self.closed_min_send_rate),
         ]
     }
 

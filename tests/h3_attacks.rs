@@ -2,7 +2,7 @@
 //! `tests/h3attack.py` (aioquic, driven below its H3Connection where an attack needs it):
 //! stream-reset flood, too many streams, QPACK abuse (a dynamic table we advertised as 0,
 //! Required Insert Count, huge field sections), control-stream abuse, unknown frame and
-//! stream types, floods of frames that do no work, a zero flow-control window, a slow reader, connection-ID churn and flood.
+//! stream types, floods of frames that do no work, a client reading below `min_send_rate`, a zero flow-control window, a slow reader, connection-ID churn and flood.
 //! Each gets its answer (the error code RFC 9000, 9114 or 9204 names, or a 431, or nothing
 //! where the RFC says to ignore), while another client (`tests/h3client.py --session`) on
 //! its own QUIC connection keeps fetching a small file: its latency during each attack is
@@ -366,6 +366,34 @@ fn slow_reader() {
         // 1 KiB at first, then at most 64 bytes per 20 ms (less the HEADERS frame).
         assert!(got > 1024 && got < 1024 + 64 * 200, "{got}");
     });
+}
+
+/// `[http] min_send_rate` over HTTP/3, as over TCP: with `send_timeout = "2s"` and
+/// `min_send_rate = 4000`, a client that opens its window 16 bytes every 20 ms (800 B/s) is
+/// cut once the response has run for `send_timeout` (CONNECTION_CLOSE H3_NO_ERROR, "below
+/// min_send_rate"), about 2 s in; one that opens 200 bytes every 20 ms (10 kB/s) reads on
+/// for its 6 s. (Before, nothing but the idle timeout and the zero-progress `send_timeout`
+/// applied: a client taking a few bytes a second kept its stream, its chunk and its
+/// connection for as long as it liked.)
+#[test]
+fn min_send_rate_cuts_a_slow_reader() {
+    let Some(srv) = server("[http]\nsend_timeout = \"2s\"\nmin_send_rate = 4000\n") else { return };
+    under_attack("min_send_rate", &srv, || {
+        let (slow, fast) = thread::scope(|s| {
+            let slow = s.spawn(|| attack(&srv, "trickle", 16));
+            let fast = s.spawn(|| attack(&srv, "trickle", 200));
+            (slow.join().unwrap(), fast.join().unwrap())
+        });
+        assert_eq!(closed(&slow), Some(H3_NO_ERROR), "{slow:?}");
+        assert_eq!(slow.get("reason").and_then(Json::str), Some("below min_send_rate"), "{slow:?}");
+        let secs = slow.num(&["seconds"]).unwrap();
+        assert!((1.9..4.5).contains(&secs), "cut after {secs} s");
+        assert_eq!(closed(&fast), None, "{fast:?}");
+        let secs = fast.num(&["seconds"]).unwrap();
+        assert!(secs > 5.5 && num(&fast, "bytes") > 30_000, "{secs} s: {fast:?}");
+    });
+    let st = h3::status(&srv);
+    assert_eq!((st["closed.min_send_rate"], st["closed.send_timeout"]), (1, 0), "{st:?}");
 }
 
 /// Connection IDs: a client that retires the server's connection ID 200 times (the

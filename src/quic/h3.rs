@@ -29,8 +29,10 @@
 //!   RESET_STREAM) stops the rest of its stream, so that QUIC frees it and gives its place
 //!   under `max_streams` back; the budgets and deadlines of [`Guard`] (`quic::guard`):
 //!   `[http3] reset_budget` cancellations before completion, refilled by completed
-//!   responses, then H3_EXCESSIVE_LOAD (Rapid Reset); responses that wait with none of
-//!   their bytes taken for `[http] send_timeout` close the connection.
+//!   responses, then H3_EXCESSIVE_LOAD (Rapid Reset); `[http3] flood_budget` frames and
+//!   stream events that do no work (the `h3` readers count them), the same way; responses
+//!   that wait with none of their bytes taken for `[http] send_timeout`, or that are taken
+//!   slower than `[http] min_send_rate` once they have run that long, close the connection.
 //! * **Ends.** A response is logged (`HTTP/3.0`) and counted when its last frame is handed
 //!   to QUIC; a stream the client resets or stops before that, or a connection lost, is
 //!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, upgrade) lets
@@ -330,16 +332,43 @@ impl H3Conn {
         self.write_control(conn);
         let moved = self.send(conn, cx);
         let waiting = self.reqs.values().any(|r| matches!(r, Req::Sending(_)));
-        match self.guard.sent(waiting, moved, cx.clock.now, cx.cfg.send_timeout) {
-            Stall::No => {}
-            Stall::Until(t) => self.wake = Some(self.wake.map_or(t, |w| w.min(t))),
-            Stall::Expired => {
-                cx.counters.http3.closed_send_timeout += 1;
-                self.close(conn, cx, ConnError { code: Code::NoError, why: "no progress for send_timeout" });
-            }
-        }
+        self.deadlines(conn, cx, waiting, moved);
         self.shed_if_idle(cx.clock.now);
         jobs
+    }
+
+    /// The sending deadlines at the end of a turn (`quic::guard`): `[http] send_timeout`
+    /// with responses waiting and none of their bytes taken, then `[http] min_send_rate`.
+    fn deadlines(&mut self, conn: &mut Connection, cx: &mut Ctx, waiting: bool, moved: bool) {
+        let now = cx.clock.now;
+        let (timeout, min_rate) = (cx.cfg.send_timeout, cx.cfg.min_send_rate);
+        let stall = self.guard.sent(waiting, moved, now, timeout);
+        let rate = match stall {
+            Stall::Expired => Stall::No,
+            _ => {
+                let reqs = &self.reqs;
+                self.guard.rate(waiting, now, timeout, min_rate, |min| paced_floor(reqs, min))
+            }
+        };
+        let why = match (stall, rate) {
+            (Stall::Expired, _) => {
+                cx.counters.http3.closed_send_timeout += 1;
+                "no progress for send_timeout"
+            }
+            (_, Stall::Expired) => {
+                cx.counters.http3.closed_min_send_rate += 1;
+                "below min_send_rate"
+            }
+            (a, b) => {
+                for s in [a, b] {
+                    if let Stall::Until(t) = s {
+                        self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+                    }
+                }
+                return;
+            }
+        };
+        self.close(conn, cx, ConnError { code: Code::NoError, why });
     }
 
     /// Drops the buffers kept for reuse once no request has been in flight for
@@ -731,6 +760,7 @@ impl H3Conn {
         // connection; since a refusal may also be one stream's own window, the held ones
         // are tried again after `HELD_RETRY` whatever happens.
         let mut refused = 0;
+        let mut taken = 0;
         let mut next = order.drain(..);
         while let Some((_, n)) = next.next() {
             if refused == 2 {
@@ -749,7 +779,7 @@ impl H3Conn {
             let id = StreamId::from(v);
             s.queued = false;
             let before = (s.pending.len(), s.left(), s.first.len());
-            let progress = send_stream(conn, cx, id, s, &mut self.wake);
+            let progress = send_stream(conn, cx, id, s, &mut self.wake, &mut taken);
             moved |= !matches!(progress, Progress::Blocked) || before != (s.pending.len(), s.left(), s.first.len());
             refused = if matches!(progress, Progress::Blocked) { refused + 1 } else { 0 };
             match progress {
@@ -774,6 +804,7 @@ impl H3Conn {
             }
         }
         drop(next);
+        self.guard.took(taken);
         self.order = order;
         for n in done.drain(..) {
             self.urgency.remove(&n);
@@ -805,6 +836,7 @@ fn send_stream(
     id: StreamId,
     s: &mut Sending,
     wake: &mut Option<Instant>,
+    taken: &mut u64,
 ) -> Progress {
     if !s.urgency_set {
         // quinn-proto sends the higher priority first, and streams of one priority in turn.
@@ -816,8 +848,11 @@ fn send_stream(
             match conn.send_stream(id).write_chunks(std::slice::from_mut(&mut s.pending)) {
                 // Part taken: once more, so that QUIC records the stream as blocked (and
                 // reports it writable again).
-                Ok(_) if !s.pending.is_empty() => continue,
-                Ok(_) => {}
+                Ok(w) if !s.pending.is_empty() => {
+                    *taken += w.bytes as u64;
+                    continue;
+                }
+                Ok(w) => *taken += w.bytes as u64,
                 Err(WriteError::Blocked) => return Progress::Blocked,
                 Err(WriteError::Stopped(code)) => return Progress::Failed(code.into_inner() as u32),
                 Err(WriteError::ClosedStream) => return Progress::Failed(Code::RequestCancelled as u32),
@@ -858,6 +893,20 @@ fn send_stream(
         }
         s.pending = Bytes::from(out);
     }
+}
+
+/// The rate `[http] min_send_rate` holds the responses in flight to: `min`, or half the
+/// slowest pace a rate limit allows one of them, if lower (`throttle::floor_rate`, as over
+/// TCP: our pacing is not the client's fault).
+fn paced_floor(reqs: &BTreeMap<u64, Req>, min: u64) -> u64 {
+    let paced = reqs.values().filter_map(|r| match r {
+        Req::Sending(s) => {
+            let rates = [s.ex.throttle.as_ref().map(|(_, l)| l.rate()), s.ex.limit.as_ref().map(|l| l.rate())];
+            rates.into_iter().flatten().filter(|&r| r != 0).min()
+        }
+        _ => None,
+    });
+    crate::access::throttle::floor_rate(min, paced.min().unwrap_or(u64::MAX))
 }
 
 /// A request that will not complete: accounted as aborted (its client reset it, or the
