@@ -69,6 +69,9 @@ fn a_bad_argument_exits_2_naming_it() {
     let out = harness(&["--dry-run", "--server-quota", "0"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("--server-quota"));
+    let out = harness(&["--dry-run", "--udp-rmem", "100"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--udp-rmem"));
 }
 
 #[test]
@@ -76,6 +79,13 @@ fn the_server_bound_mode_is_in_the_plan() {
     let out = harness(&["--dry-run", "--quick", "--server-quota", "40"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("every server capped at 40% of one core"), "{}", text(&out));
+}
+
+#[test]
+fn the_raised_udp_buffer_is_in_the_plan() {
+    let out = harness(&["--dry-run", "--quick", "--workloads", "h3", "--udp-rmem", "4194304"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("net.core.rmem_default raised to 4194304 bytes"), "{}", text(&out));
 }
 
 /// Runs `code` in Python with the harness loaded as the module `run` (its parsers are pure

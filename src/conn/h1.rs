@@ -55,8 +55,9 @@ impl Conn {
         };
         let limits = cx.limits;
         let region = &rbuf[self.rstart..self.rend];
-        // Matched by reference: moving the parsed request out would copy it.
-        let queued = match &request::parse_head(region, &limits) {
+        // Built in place and matched by reference: moving the parsed request would copy it.
+        let mut parsed = None;
+        let queued = match request::parse_head_into(region, &limits, &mut parsed).map(|()| parsed.as_ref()) {
             Ok(Some(req)) => match held_body_error(req, &region[req.head_len..], cx.cfg.max_body_discard) {
                 Some(rej) => {
                     self.reject(cx, rej, req_line(req));
@@ -90,14 +91,13 @@ impl Conn {
                 }
                 return Ok(complete);
             }
-            Err(rej) if *rej == request::NEWER_MINOR => {
+            Err(rej) if rej == request::NEWER_MINOR => {
                 // HTTP/1.2 to 1.9: read as 1.1 (RFC 9110 §2.5), so patched, and parsed again.
                 request::patch_version(&mut rbuf[self.rstart..self.rend]);
                 self.rbuf = Some(rbuf);
                 return self.consume(cx);
             }
             Err(rej) => {
-                let rej = *rej;
                 let line = first_line(&rbuf[self.rstart..self.rend]);
                 self.reject(cx, rej, line);
                 self.rstart = self.rend;

@@ -304,6 +304,10 @@ impl Exchange {
     /// Starts the access record of an answered request, logged with `minor` (HTTP/1.x's,
     /// or `log::HTTP2`); health checks only with `[health] log`.
     pub(crate) fn log_request(&mut self, cx: &Ctx, req: &Request<'_>, status: u16, minor: u8) {
+        if !cx.access.enabled() {
+            // No record is written (`account`): none to begin, nor a path to compare.
+            return;
+        }
         let is_health = cx.cfg.health_path.as_deref() == Some(req.path);
         if is_health && !cx.cfg.health_log && matches!(req.method, Method::Get | Method::Head) {
             // An empty pending line is never written.
@@ -384,11 +388,19 @@ impl Exchange {
     }
 
     /// Bytes the rate limits (throttle share, `limit_rate`) allow now, `usize::MAX` without
-    /// limits; when nothing is allowed, also when to try again.
+    /// limits; when nothing is allowed, also when to try again. (Inline: a transfer without
+    /// limits, the usual one, pays two tests and no call.)
+    #[inline]
     pub(crate) fn rate_cap(&mut self, cx: &mut Ctx) -> (usize, Option<Instant>) {
         if self.throttle.is_none() && self.limit.is_none() {
             return (usize::MAX, None);
         }
+        self.limited_cap(cx)
+    }
+
+    /// [`Exchange::rate_cap`] of a transfer under a limit.
+    #[inline(never)]
+    fn limited_cap(&mut self, cx: &mut Ctx) -> (usize, Option<Instant>) {
         let now = cx.clock.now;
         let mut cap = u64::MAX;
         let mut wake: Option<Instant> = None;
@@ -415,6 +427,7 @@ impl Exchange {
     }
 
     /// Counts body bytes sent against the rate limits.
+    #[inline]
     pub(crate) fn charge(&mut self, cx: &mut Ctx, body: u64) {
         if body == 0 {
             return;
