@@ -62,6 +62,13 @@ pub struct Http3Counters {
     pub packets_sent: u64,
     pub packets_lost: u64,
     pub congestion_events: u64,
+    /// Connections the server closed in their defence (`quic::guard`): past `[http3]
+    /// reset_budget` (Rapid Reset) or `flood_budget`, no response bytes taken for `[http]
+    /// send_timeout`, and responses taken slower than `[http] min_send_rate`.
+    pub closed_reset_budget: u64,
+    pub closed_flood_budget: u64,
+    pub closed_send_timeout: u64,
+    pub closed_min_send_rate: u64,
 }
 
 impl Http3Counters {
@@ -87,6 +94,16 @@ impl Http3Counters {
     /// The gauges.
     fn gauges(&self) -> [(&'static str, u64); 2] {
         [("open", self.open), ("handshaking", self.handshaking)]
+    }
+
+    /// The connections closed in their defence, by reason (the key that closed them).
+    fn closes(&self) -> [(&'static str, u64); 4] {
+        [
+            ("reset_budget", self.closed_reset_budget),
+            ("flood_budget", self.closed_flood_budget),
+            ("send_timeout", self.closed_send_timeout),
+            ("min_send_rate", self.closed_min_send_rate),
+        ]
     }
 
     /// The transport's packets and losses.
@@ -291,6 +308,10 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 for (k, v) in h.packets() {
                     let _ = write!(t, " {k} {v}");
                 }
+                let _ = write!(t, "\nhttp3_closed:");
+                for (k, v) in h.closes() {
+                    let _ = write!(t, " {k} {v}");
+                }
                 t.push('\n');
             }
             let z = &s.compression;
@@ -375,6 +396,10 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                 }
                 t.push_str("},\"http3_packets\":{");
                 for (i, (k, v)) in h.packets().into_iter().enumerate() {
+                    let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
+                }
+                t.push_str("},\"http3_closed\":{");
+                for (i, (k, v)) in h.closes().into_iter().enumerate() {
                     let _ = write!(t, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
                 }
                 t.push_str("},");
@@ -519,6 +544,13 @@ pub fn render(s: &Snapshot<'_>, format: Format, out: &mut Vec<u8>) {
                         "QUIC packets of closed connections: sent, lost, and congestion events.",
                         "event",
                         &h.packets()[..],
+                    ),
+                    (
+                        "http3_closed_total",
+                        "counter",
+                        "QUIC connections the server closed in its defence, by the limit that closed them.",
+                        "reason",
+                        &h.closes()[..],
                     ),
                 ] {
                     let rows = labelled(label, rows);

@@ -2,7 +2,7 @@
 //! `tests/h3attack.py` (aioquic, driven below its H3Connection where an attack needs it):
 //! stream-reset flood, too many streams, QPACK abuse (a dynamic table we advertised as 0,
 //! Required Insert Count, huge field sections), control-stream abuse, unknown frame and
-//! stream types, a zero flow-control window, a slow reader, connection-ID churn and flood.
+//! stream types, floods of frames that do no work, a client reading below `min_send_rate`, a zero flow-control window, a slow reader, connection-ID churn and flood.
 //! Each gets its answer (the error code RFC 9000, 9114 or 9204 names, or a 431, or nothing
 //! where the RFC says to ignore), while another client (`tests/h3client.py --session`) on
 //! its own QUIC connection keeps fetching a small file: its latency during each attack is
@@ -180,6 +180,21 @@ fn stream_reset_flood() {
     });
 }
 
+/// `[http3] reset_budget` is the budget: at 20, 15 cancellations leave the connection
+/// alone and 60 close it with H3_EXCESSIVE_LOAD (at the old fixed 200 they would not), and
+/// the status page counts it as `http3_closed: reset_budget`.
+#[test]
+fn reset_budget_is_the_configured_one() {
+    let Some(srv) = server("reset_budget = 20\n") else { return };
+    let r = attack(&srv, "reset-flood", 15);
+    assert_eq!((num(&r, "sent"), closed(&r)), (15, None), "{r:?}");
+    assert_eq!(of(&r, "statuses", num(&r, "request_stream")), Some(200), "{r:?}");
+    let r = attack(&srv, "reset-flood", 60);
+    assert_eq!(closed(&r), Some(H3_EXCESSIVE_LOAD), "{r:?}");
+    let st = h3::wait_status(&srv, "closed.reset_budget", |n| n == 1);
+    assert_eq!((st["closed.reset_budget"], st["closed.send_timeout"]), (1, 0), "{st:?}");
+}
+
 /// Streams past the limits the server advertised (100 bidirectional, 8 unidirectional):
 /// STREAM_LIMIT_ERROR from QUIC (RFC 9000 §4.6) before any of them costs anything.
 #[test]
@@ -263,7 +278,8 @@ fn control_stream_abuse() {
 fn unknown_frames_and_stream_types() {
     let Some(srv) = server("") else { return };
     under_attack("unknown types", &srv, || {
-        let r = attack(&srv, "unknown", 500);
+        // 200 of each (600 frames, 4 streams): below the flood budget (1000).
+        let r = attack(&srv, "unknown", 200);
         assert_eq!(closed(&r), None, "{r:?}");
         assert_eq!(of(&r, "statuses", num(&r, "request_stream")), Some(200), "{r:?}");
         let Some(Json::Arr(unis)) = r.get("unknown_streams") else { panic!("{r:?}") };
@@ -273,6 +289,36 @@ fn unknown_frames_and_stream_types() {
             assert_eq!(of(&r, "stops", u), Some(H3_STREAM_CREATION_ERROR), "{r:?}");
         }
     });
+}
+
+/// Frames and stream events that do no work (`[http3] flood_budget`, 1000 by default, as
+/// `[http2] flood_budget`), each kind on its own connection: reserved frame types on the
+/// control stream, PRIORITY_UPDATEs, reserved frame types on a request stream that never
+/// sends HEADERS, QPACK instructions with no effect, unidirectional streams of reserved
+/// types. 2,000 of any kind close the connection with H3_EXCESSIVE_LOAD (each costs the
+/// server a little work and nothing else bounds them); 400 leave it serving, and the status
+/// page counts the closes (`http3_closed: flood_budget`).
+#[test]
+fn flood_of_frames_that_do_no_work() {
+    let Some(srv) = server("") else { return };
+    let kinds = ["control", "priority", "request", "qpack", "uni"];
+    under_attack("idle-frame flood", &srv, || {
+        for kind in kinds {
+            let name = format!("flood-{kind}");
+            let r = attack(&srv, &name, 400);
+            assert_eq!(closed(&r), None, "{name}: {r:?}");
+            assert_eq!(of(&r, "statuses", num(&r, "request_stream")), Some(200), "{name}: {r:?}");
+            let r = attack(&srv, &name, 2000);
+            assert_eq!(closed(&r), Some(H3_EXCESSIVE_LOAD), "{name}: {r:?}");
+            assert_eq!(r.get("reason").and_then(Json::str), Some("too many frames that do no work"), "{r:?}");
+        }
+    });
+    let st = h3::status(&srv);
+    assert_eq!(st["closed.flood_budget"], kinds.len() as u64, "{st:?}");
+    // The budget is the configured one: at 100, 150 close the connection.
+    let Some(srv) = server("flood_budget = 100\n") else { return };
+    let r = attack(&srv, "flood-control", 150);
+    assert_eq!(closed(&r), Some(H3_EXCESSIVE_LOAD), "{r:?}");
 }
 
 /// Clients that never open their receive window (10 requests for 3 MiB each, on three
@@ -320,6 +366,34 @@ fn slow_reader() {
         // 1 KiB at first, then at most 64 bytes per 20 ms (less the HEADERS frame).
         assert!(got > 1024 && got < 1024 + 64 * 200, "{got}");
     });
+}
+
+/// `[http] min_send_rate` over HTTP/3, as over TCP: with `send_timeout = "2s"` and
+/// `min_send_rate = 4000`, a client that opens its window 16 bytes every 20 ms (800 B/s) is
+/// cut once the response has run for `send_timeout` (CONNECTION_CLOSE H3_NO_ERROR, "below
+/// min_send_rate"), about 2 s in; one that opens 200 bytes every 20 ms (10 kB/s) reads on
+/// for its 6 s. (Before, nothing but the idle timeout and the zero-progress `send_timeout`
+/// applied: a client taking a few bytes a second kept its stream, its chunk and its
+/// connection for as long as it liked.)
+#[test]
+fn min_send_rate_cuts_a_slow_reader() {
+    let Some(srv) = server("[http]\nsend_timeout = \"2s\"\nmin_send_rate = 4000\n") else { return };
+    under_attack("min_send_rate", &srv, || {
+        let (slow, fast) = thread::scope(|s| {
+            let slow = s.spawn(|| attack(&srv, "trickle", 16));
+            let fast = s.spawn(|| attack(&srv, "trickle", 200));
+            (slow.join().unwrap(), fast.join().unwrap())
+        });
+        assert_eq!(closed(&slow), Some(H3_NO_ERROR), "{slow:?}");
+        assert_eq!(slow.get("reason").and_then(Json::str), Some("below min_send_rate"), "{slow:?}");
+        let secs = slow.num(&["seconds"]).unwrap();
+        assert!((1.9..4.5).contains(&secs), "cut after {secs} s");
+        assert_eq!(closed(&fast), None, "{fast:?}");
+        let secs = fast.num(&["seconds"]).unwrap();
+        assert!(secs > 5.5 && num(&fast, "bytes") > 30_000, "{secs} s: {fast:?}");
+    });
+    let st = h3::status(&srv);
+    assert_eq!((st["closed.min_send_rate"], st["closed.send_timeout"]), (1, 0), "{st:?}");
 }
 
 /// Connection IDs: a client that retires the server's connection ID 200 times (the

@@ -41,6 +41,16 @@ Attacks (N: how many of the thing, where there is a count):
   cid-retire N         the client retires the server's connection ID N times (each
                        RETIRE_CONNECTION_ID; the server must issue a new one), then a request
   cid-flood N          N NEW_CONNECTION_ID frames, past the server's active_connection_id_limit
+  flood-KIND N         N frames or stream events that do no work, of one kind: "control"
+                       (reserved frame types on the control stream), "priority"
+                       (PRIORITY_UPDATEs for a stream not open), "request" (reserved frame
+                       types on a request stream, no HEADERS), "qpack" (Stream Cancellations
+                       on the decoder stream, Set Dynamic Table Capacity 0 on the encoder
+                       stream), "uni" (unidirectional streams of reserved types, opened as
+                       the stream limit allows); then, if the connection is still open, a
+                       request ("request_stream")
+  trickle N            /big.bin with a 1 KiB window raised by N bytes every 20 ms, for at
+                       most 6 s or until the server closes ("seconds": how long it took)
 """
 
 import asyncio
@@ -374,6 +384,51 @@ async def attack(name, client, n):
             q._host_cid_seq += 1
         client.transmit()
         await client.closing(5)
+    elif name.startswith("flood-"):
+        kind = name[len("flood-") :]
+        if kind == "control":
+            for i in range(n):
+                client.control(0x21 + 0x1F * i, b"")
+        elif kind == "priority":
+            for _ in range(n):
+                client.control(0xF0700, encode_uint_var(0) + b"u=5")
+        elif kind == "request":
+            sid = q.get_next_available_stream_id()
+            q.send_stream_data(sid, b"".join(encode_frame(0x21 + 0x1F * i, b"") for i in range(n)))
+        elif kind == "qpack":
+            q.send_stream_data(client.h3._local_decoder_stream_id, bytes([0x40]) * (n // 2))
+            q.send_stream_data(client.h3._local_encoder_stream_id, bytes([0x20]) * (n - n // 2))
+        elif kind == "uni":
+            done = 0
+            end = client._loop.time() + 10
+
+            def room():
+                return q._remote_max_streams_uni - q.get_next_available_stream_id(is_unidirectional=True) // 4
+
+            while done < n and not client.closed.done() and client._loop.time() < end:
+                for _ in range(min(room(), n - done)):
+                    u = client.uni(0x21 + 0x1F * (done + 7))
+                    q.send_stream_data(u, b"", end_stream=True)
+                    done += 1
+                client.transmit()
+                await client.until(lambda: room() > 0, 1)
+            out["sent"] = done
+        else:
+            raise SystemExit(f"unknown flood {kind}")
+        client.transmit()
+        await client.closing(1.5)
+        if not client.closed.done():
+            out["request_stream"] = await client.one_more_request(3)
+    elif name == "trickle":
+        sid = client.get(b"/big.bin")
+        stream = q._streams[sid]
+        q._write_stream_limits = lambda builder, space, stream: window(q, builder, stream)
+        start = client._loop.time()
+        while client._loop.time() < start + 6 and not client.closed.done() and sid not in client.ended:
+            await asyncio.sleep(0.02)
+            stream.max_stream_data_local += n
+            client.transmit()
+        out["seconds"] = client._loop.time() - start
     else:
         raise SystemExit(f"unknown attack {name}")
     return out
@@ -402,7 +457,7 @@ async def main():
     if name.startswith("zero-window"):
         cfg.max_data = 0
         cfg.max_stream_data = 0
-    elif name == "slow-reader":
+    elif name in ("slow-reader", "trickle"):
         cfg.max_stream_data = 1024
     # These write their own control stream.
     h3 = name not in ("missing-settings", "forbidden-setting")

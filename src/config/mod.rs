@@ -210,6 +210,12 @@ pub struct Http3Settings {
     pub retry_threshold: u32,
     /// QUIC connections one client address may have open (per worker); 0: no limit.
     pub max_connections_per_ip: u32,
+    /// Requests a client may cancel before their response is complete (Rapid Reset), as
+    /// `[http2] reset_budget`; each completed response earns one back.
+    pub reset_budget: u32,
+    /// Frames and stream events that do no work, as `[http2] flood_budget`; each completed
+    /// response earns one back.
+    pub flood_budget: u32,
 }
 
 /// `[http3] retry`: when a new connection's address is validated with a Retry packet (RFC
@@ -238,6 +244,8 @@ impl Default for Http3Settings {
             retry: Http3Retry::UnderLoad,
             retry_threshold: 128,
             max_connections_per_ip: 64,
+            reset_budget: 200,
+            flood_budget: 1000,
         }
     }
 }

@@ -55,6 +55,8 @@ struct RawHttp3 {
     retry: S<String>,
     retry_threshold: S<i64>,
     max_connections_per_ip: S<i64>,
+    reset_budget: S<i64>,
+    flood_budget: S<i64>,
 }
 
 #[derive(Deserialize)]
@@ -1148,6 +1150,12 @@ impl Ctx<'_> {
         if let Some(v) = h.max_connections_per_ip {
             c.max_connections_per_ip = self.int("http3.max_connections_per_ip", &v, 0, 10_000_000)?;
         }
+        if let Some(v) = h.reset_budget {
+            c.reset_budget = self.int("http3.reset_budget", &v, 10, 1_000_000)?;
+        }
+        if let Some(v) = h.flood_budget {
+            c.flood_budget = self.int("http3.flood_budget", &v, 100, 1_000_000)?;
+        }
         if let Some(v) = h.enabled {
             c.enabled = *v.get_ref();
             if c.enabled && !cfg!(feature = "http3") {
@@ -1744,13 +1752,14 @@ mod tests {
         );
         let c = load(
             "[http3]\nlisten = [\"127.0.0.1:9443\"]\nmax_streams = 10\nidle_timeout = \"5s\"\nalt_svc = false\nretry = \"always\"\n\
-             retry_threshold = 5\nmax_connections_per_ip = 0\n",
+             retry_threshold = 5\nmax_connections_per_ip = 0\nreset_budget = 10\nflood_budget = 100\n",
         )
         .unwrap()
         .http3;
         assert_eq!(c.listen, vec!["127.0.0.1:9443".parse().unwrap()]);
         assert_eq!((c.max_streams, c.idle_timeout, c.alt_svc), (10, Duration::from_secs(5), false));
         assert_eq!((c.retry, c.retry_threshold, c.max_connections_per_ip), (crate::config::Http3Retry::Always, 5, 0));
+        assert_eq!((c.reset_budget, c.flood_budget), (10, 100));
         for (v, want) in
             [("never", crate::config::Http3Retry::Never), ("under_load", crate::config::Http3Retry::UnderLoad)]
         {
@@ -1763,6 +1772,10 @@ mod tests {
             ("max_streams = 1001", "http3.max_streams"),
             ("retry = \"sometimes\"", "http3.retry"),
             ("idle_timeout = 0", "http3.idle_timeout"),
+            ("reset_budget = 9", "http3.reset_budget"),
+            ("reset_budget = 1000001", "http3.reset_budget"),
+            ("flood_budget = 99", "http3.flood_budget"),
+            ("flood_budget = 1000001", "http3.flood_budget"),
         ] {
             let e = load(&format!("[http3]\n{bad}\n")).unwrap_err().to_string();
             assert!(e.contains(key), "{bad}: {e}");

@@ -23,14 +23,59 @@ use crate::sys;
 
 /// The largest single `sendfile` call.
 const SENDFILE_CHUNK: usize = 512 * 1024;
-/// Staging buffer size when sendfile is off.
+/// Staging buffer size when sendfile is off: each send of the staged copy is this many bytes
+/// (the first counting the head, see [`stage_len`]), as h2o's.
 const COPY_CHUNK: usize = 64 * 1024;
+/// Where the staged bytes start in the staging buffer: on a page boundary. The kernel copies
+/// into it (`pread`) and out of it (`send`) with `rep movsb`, which is slower when the user
+/// address is not cache-line aligned; where a heap allocation lands is up to the allocator and
+/// differed between two builds of the same code (page offsets 0x850 and 0x800). `pread` of
+/// 2 MiB from the page cache in 64 KiB calls into a buffer at page offset 0x010 / 0x030 /
+/// 0x830 / 0x840 / 0x000: median 160 / 164 / 152 / 145 / 142 µs (400 runs each, interleaved).
+const STAGE_ALIGN: usize = 4096;
 /// `[server] loopback_copy`: bodies from this size on, to a loopback peer, take the staged
 /// copy instead of `sendfile`. On loopback the receiver's reads of spliced page-cache pages
 /// cost it more than reads of pages just copied in (wrk: 7 against 4 µs per 8 KiB read), and
 /// with one connection the slower side sets the pace: copying measured 1.15–1.27× the
 /// throughput at 2–32 MiB, level at 1 MiB, 0.76× at 256 KiB (BENCHMARKS.md, issue 17).
 pub const LOOPBACK_COPY_MIN: u64 = 2 * 1024 * 1024;
+
+/// How many body bytes a refill of the staging buffer reads: [`COPY_CHUNK`], less the head
+/// still to be sent with them, so that the first send (head and body) is `COPY_CHUNK` bytes
+/// like every other but the last, and each send after it starts on a `COPY_CHUNK` boundary of
+/// the stream. The kernel copies a send into its page fragments end to end, so a head of
+/// 268 bytes in front of a whole chunk leaves every later copy 12 bytes off a cache line.
+/// h2o 2.2 writes the same way (its first `writev` is its head and 65,284 body bytes). A
+/// head of half a chunk or more is sent with a whole chunk.
+fn stage_len(head_len: usize) -> usize {
+    if head_len < COPY_CHUNK / 2 {
+        COPY_CHUNK - head_len
+    } else {
+        COPY_CHUNK
+    }
+}
+
+/// Refills the staging buffer `buf` with up to `want` bytes of `file` from `offset`, in one
+/// read, placed at a [`STAGE_ALIGN`] boundary: returns where they start in `buf` and how
+/// many were read (short when the file shrank; 0 at its end). The bytes before the start
+/// are padding, never sent: the previous refill's bytes when the buffer is reused (zeroed
+/// only once per buffer, not per chunk). The buffer is reserved before the start is chosen,
+/// so the read does not move it.
+fn refill(buf: &mut Vec<u8>, file: &std::fs::File, want: usize, offset: u64) -> io::Result<(usize, usize)> {
+    let need = want + STAGE_ALIGN - 1;
+    if buf.capacity() < need {
+        buf.clear();
+        buf.reserve_exact(need);
+    }
+    let start = buf.as_ptr().addr().wrapping_neg() % STAGE_ALIGN;
+    if buf.len() >= start {
+        buf.truncate(start);
+    } else {
+        buf.resize(start, 0);
+    }
+    let n = sys::pread_append(file, buf, want, offset)?;
+    Ok((start, n))
+}
 
 /// A request body still to be read and thrown away before the next request.
 pub(super) enum Discard {
@@ -312,12 +357,13 @@ impl Conn {
                             // Refill the staging buffer from the file, in one read: a short
                             // one (the file shrank) is sent, the next, empty, closes the
                             // connection as truncated.
-                            let want = (*end - *pos).min(COPY_CHUNK as u64) as usize;
-                            st.buf.clear();
-                            st.pos = 0;
-                            match sys::pread_append(file, &mut st.buf, want, *pos) {
-                                Ok(0) => return self.truncated(cx),
-                                Ok(n) => *pos += n as u64,
+                            let want = (*end - *pos).min(stage_len(head.len()) as u64) as usize;
+                            match refill(&mut st.buf, file, want, *pos) {
+                                Ok((_, 0)) => return self.truncated(cx),
+                                Ok((start, n)) => {
+                                    st.pos = start;
+                                    *pos += n as u64;
+                                }
                                 Err(e) => {
                                     cx.error(format_args!("read error while sending a file: {e}"));
                                     return WriteResult::Closed;
@@ -413,4 +459,36 @@ fn first_line(b: &[u8]) -> RequestLine<'_> {
     let b = &b[start..];
     let end = b.iter().position(|&c| c == b'\r' || c == b'\n').unwrap_or(b.len());
     RequestLine::Raw(&b[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_first_staged_send_is_one_chunk_with_the_head() {
+        for head in [0, 1, 268, 4096, COPY_CHUNK / 2 - 1] {
+            assert_eq!(head + stage_len(head), COPY_CHUNK, "head {head}");
+        }
+        assert_eq!(stage_len(COPY_CHUNK / 2), COPY_CHUNK);
+        assert_eq!(stage_len(COPY_CHUNK), COPY_CHUNK);
+    }
+
+    #[test]
+    fn refill_reads_the_range_onto_a_page_boundary() {
+        let data: Vec<u8> = (0..3 * COPY_CHUNK + 5).map(|i| (i * 7 % 251) as u8).collect();
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&data).unwrap();
+        // A buffer whose own start is off a page boundary, and one grown on the way.
+        let mut buf = Vec::with_capacity(100);
+        for (want, offset) in [(COPY_CHUNK, 0), (COPY_CHUNK - 268, 1), (COPY_CHUNK, 3 * COPY_CHUNK as u64), (10, 17)] {
+            let (start, n) = refill(&mut buf, &f, want, offset).unwrap();
+            let off = offset as usize;
+            assert_eq!(n, want.min(data.len() - off));
+            assert_eq!(buf[start..].as_ptr().addr() % STAGE_ALIGN, 0);
+            assert_eq!(&buf[start..], &data[off..off + n]);
+        }
+        assert_eq!(refill(&mut buf, &f, COPY_CHUNK, data.len() as u64).unwrap().1, 0);
+    }
 }

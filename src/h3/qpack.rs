@@ -402,8 +402,10 @@ pub struct DecoderStream {
 impl DecoderStream {
     /// Reads more of the peer's decoder stream (RFC 9204 §4.4) when our encoder never
     /// references the dynamic table: Stream Cancellations (01 + stream ID, 6-bit prefix)
-    /// are read and ignored; a Section Acknowledgment or Insert Count Increment is an error.
-    pub fn read(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
+    /// are read and ignored (how many began here is returned: they do no work); a Section
+    /// Acknowledgment or Insert Count Increment is an error.
+    pub fn read(&mut self, bytes: &[u8]) -> Result<u32, ConnError> {
+        let mut cancellations = 0u32;
         for &b in bytes {
             if let Some(n) = self.continuation {
                 // A stream ID is at most 62 bits: 9 continuation bytes after the prefix.
@@ -418,11 +420,14 @@ impl DecoderStream {
                 ));
             } else if b & 0x40 == 0 {
                 return Err(frame::conn(Code::QpackDecoderStreamError, "Insert Count Increment with no dynamic table"));
-            } else if b & 0x3f == 0x3f {
-                self.continuation = Some(0);
+            } else {
+                cancellations = cancellations.saturating_add(1);
+                if b & 0x3f == 0x3f {
+                    self.continuation = Some(0);
+                }
             }
         }
-        Ok(())
+        Ok(cancellations)
     }
 }
 

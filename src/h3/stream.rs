@@ -110,6 +110,8 @@ pub struct RequestStream {
     fields: Fields,
     content_length: Option<u64>,
     received: u64,
+    /// Frames that did no work since [`RequestStream::take_idle`].
+    idle: u32,
 }
 
 impl RequestStream {
@@ -127,6 +129,7 @@ impl RequestStream {
             fields: Fields::default(),
             content_length: None,
             received: 0,
+            idle: 0,
         }
     }
 
@@ -147,6 +150,13 @@ impl RequestStream {
         self.fields = fields;
         self.content_length = None;
         self.received = 0;
+        self.idle = 0;
+    }
+
+    /// How many frames that do no work (unknown and reserved types, empty DATA) were read
+    /// since the last call: the caller's flood budget (`[http3] flood_budget`).
+    pub fn take_idle(&mut self) -> u32 {
+        std::mem::take(&mut self.idle)
     }
 
     /// The request's fields, after [`Event::Headers`] (empty before, and after
@@ -249,7 +259,8 @@ impl RequestStream {
         let unexpected = |why| Err(conn(Code::FrameUnexpected, why).into());
         match h.ty {
             frame::DATA => match self.phase {
-                Phase::Body => self.payload = if h.len == 0 { Payload::None } else { Payload::Data(h.len) },
+                Phase::Body if h.len == 0 => self.idle = self.idle.saturating_add(1),
+                Phase::Body => self.payload = Payload::Data(h.len),
                 Phase::Head => return unexpected("DATA before the request's HEADERS"),
                 _ => return unexpected("DATA after the trailers"),
             },
@@ -281,7 +292,10 @@ impl RequestStream {
                 return unexpected("PRIORITY_UPDATE on a request stream")
             }
             ty if frame::is_http2_only(ty) => return unexpected("an HTTP/2 frame type"),
-            _ => self.payload = if h.len == 0 { Payload::None } else { Payload::Skip(h.len) },
+            _ => {
+                self.idle = self.idle.saturating_add(1);
+                self.payload = if h.len == 0 { Payload::None } else { Payload::Skip(h.len) };
+            }
         }
         Ok(None)
     }
@@ -396,6 +410,8 @@ pub struct Session {
     goaway_sent: Option<u64>,
     /// Codings of the values of recent responses.
     values: qpack::ValueCache,
+    /// Frames, instructions and streams that did no work since [`Session::take_idle`].
+    idle: u32,
 }
 
 impl Session {
@@ -411,7 +427,17 @@ impl Session {
             peer_goaway: None,
             goaway_sent: None,
             values: qpack::ValueCache::default(),
+            idle: 0,
         }
+    }
+
+    /// How many frames, instructions and streams that do no work the peer's unidirectional
+    /// streams brought since the last call: control frames after SETTINGS (PRIORITY_UPDATE,
+    /// GOAWAY, MAX_PUSH_ID, unknown and reserved types), QPACK instructions with no effect
+    /// (Stream Cancellations; Set Dynamic Table Capacity 0), streams of unknown types or
+    /// ended before their type. For the caller's flood budget (`[http3] flood_budget`).
+    pub fn take_idle(&mut self) -> u32 {
+        std::mem::take(&mut self.idle)
     }
 
     pub fn config(&self) -> &Config {
@@ -536,10 +562,13 @@ impl Session {
         }
         if self.encoder == Some(id) {
             qpack::check_encoder_stream(data)?;
+            // Only Set Dynamic Table Capacity 0 passes, one byte each.
+            self.idle = self.idle.saturating_add(u32::try_from(data.len()).unwrap_or(u32::MAX));
             return if fin { Err(critical_end()) } else { Ok((data.len(), None)) };
         }
         if let Some((_, d)) = self.decoder.as_mut().filter(|d| d.0 == id) {
-            d.read(data)?;
+            let n = d.read(data)?;
+            self.idle = self.idle.saturating_add(n);
             return if fin { Err(critical_end()) } else { Ok((data.len(), None)) };
         }
         // A new stream, or one whose type has not all arrived.
@@ -565,6 +594,7 @@ impl Session {
             if fin {
                 // Ended before its type: to be tolerated (§6.2).
                 self.pending.swap_remove(i);
+                self.idle = self.idle.saturating_add(1);
             }
             return Ok((pos, None));
         };
@@ -596,7 +626,10 @@ impl Session {
                 }
                 self.decoder = Some((id, DecoderStream::default()));
             }
-            _ => return Ok((pos, Some(UniEvent::Ignore))),
+            _ => {
+                self.idle = self.idle.saturating_add(1);
+                return Ok((pos, Some(UniEvent::Ignore)));
+            }
         }
         let (n, ev) = self.on_uni_stream_data(id, &data[pos..], fin)?;
         Ok((pos + n, ev))
@@ -650,6 +683,9 @@ impl Session {
         let first = std::mem::replace(&mut c.first, false);
         if first && h.ty != frame::SETTINGS {
             return Err(conn(Code::MissingSettings, "the control stream does not start with SETTINGS"));
+        }
+        if !first {
+            self.idle = self.idle.saturating_add(1);
         }
         let unexpected = |why| Err(conn(Code::FrameUnexpected, why));
         let limit = match h.ty {

@@ -27,9 +27,12 @@
 //!   QUIC stream's priority; streams of one urgency take turns (incremental or not).
 //! * **Defences** (as `conn::h2`'s): a request the client cancels (STOP_SENDING or
 //!   RESET_STREAM) stops the rest of its stream, so that QUIC frees it and gives its place
-//!   under `max_streams` back; [`RESET_BUDGET`] cancellations before completion, refilled
-//!   by completed responses, then H3_EXCESSIVE_LOAD (Rapid Reset); responses that wait with
-//!   none of their bytes taken for `[http] send_timeout` close the connection.
+//!   under `max_streams` back; the budgets and deadlines of [`Guard`] (`quic::guard`):
+//!   `[http3] reset_budget` cancellations before completion, refilled by completed
+//!   responses, then H3_EXCESSIVE_LOAD (Rapid Reset); `[http3] flood_budget` frames and
+//!   stream events that do no work (the `h3` readers count them), the same way; responses
+//!   that wait with none of their bytes taken for `[http] send_timeout`, or that are taken
+//!   slower than `[http] min_send_rate` once they have run that long, close the connection.
 //! * **Ends.** A response is logged (`HTTP/3.0`) and counted when its last frame is handed
 //!   to QUIC; a stream the client resets or stops before that, or a connection lost, is
 //!   accounted as aborted (499 if nothing was sent). GOAWAY (graceful stop, upgrade) lets
@@ -44,6 +47,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use quinn_proto::{Connection, Dir, StreamEvent, StreamId, VarInt, WriteError};
 
+use super::guard::{Guard, Stall};
 use crate::ctx::Ctx;
 use crate::h3::{
     data_frame_header, data_frame_header_len, Code, Config, ConnError, Error, Event, RequestStream, Session, UniEvent,
@@ -67,11 +71,6 @@ const SPARE: usize = 2;
 /// connection does (`conn::h2`'s `SHED_AFTER`): not at every gap between two requests, which
 /// would allocate them again for each.
 const SHED_AFTER: Duration = Duration::from_millis(250);
-/// Requests a client may cancel (stop or reset their stream) before their response is
-/// complete, refilled by one with every response completed; when none is left the connection
-/// is closed with H3_EXCESSIVE_LOAD (Rapid Reset, as `[http2] reset_budget`'s default does
-/// for HTTP/2).
-const RESET_BUDGET: u32 = 200;
 /// How long responses held back behind a full connection window (see [`H3Conn::send`]) wait
 /// at most before they are tried again when no event of the connection comes first.
 const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -177,72 +176,13 @@ pub(super) struct H3Conn {
     guard: Guard,
 }
 
-/// The defences a connection keeps across turns, as `conn::h2` has them: the budget of
-/// requests cancelled before their response completed (Rapid Reset), and how long responses
-/// have waited with none of their bytes taken (`[http] send_timeout`).
-#[derive(Debug)]
-struct Guard {
-    /// What is left of [`RESET_BUDGET`].
-    resets: u32,
-    /// Since when responses have waited with none of their bytes taken by QUIC (the client
-    /// opens no window, or acknowledges nothing); None while none waits.
-    stalled: Option<Instant>,
-}
-
-/// What [`Guard::sent`] makes of a turn.
-#[derive(Debug, PartialEq, Eq)]
-enum Stall {
-    /// No response waits, or one made progress.
-    No,
-    /// Responses wait: look again at this time.
-    Until(Instant),
-    /// None made progress for `send_timeout`: close the connection.
-    Expired,
-}
-
-impl Guard {
-    fn new() -> Guard {
-        Guard { resets: RESET_BUDGET, stalled: None }
-    }
-
-    /// A request was cancelled before its response was complete.
-    fn cancelled(&mut self) {
-        self.resets = self.resets.saturating_sub(1);
-    }
-
-    /// A response completed: one cancellation more is allowed, up to the budget.
-    fn completed(&mut self) {
-        self.resets = (self.resets + 1).min(RESET_BUDGET);
-    }
-
-    /// The budget is spent: the connection is closed (H3_EXCESSIVE_LOAD).
-    fn spent(&self) -> bool {
-        self.resets == 0
-    }
-
-    /// A turn of sending ended at `now`: `waiting`, responses wait to be sent; `moved`,
-    /// QUIC took bytes of at least one.
-    fn sent(&mut self, waiting: bool, moved: bool, now: Instant, send_timeout: Duration) -> Stall {
-        if moved || !waiting {
-            self.stalled = None;
-            return Stall::No;
-        }
-        let t = *self.stalled.get_or_insert(now) + send_timeout;
-        if t <= now {
-            Stall::Expired
-        } else {
-            Stall::Until(t)
-        }
-    }
-}
-
 /// A QUIC stream ID as HTTP/3 numbers it.
 fn sid(id: StreamId) -> u64 {
     VarInt::from(id).into_inner()
 }
 
 impl H3Conn {
-    pub(super) fn new(fd: RawFd, peer: IpAddr) -> H3Conn {
+    pub(super) fn new(fd: RawFd, peer: IpAddr, cx: &Ctx) -> H3Conn {
         H3Conn {
             session: Session::new(Config::default()),
             control: None,
@@ -272,7 +212,7 @@ impl H3Conn {
             urgency: BTreeMap::new(),
             idle_since: None,
             shed: false,
-            guard: Guard::new(),
+            guard: Guard::new(cx.cfg.http3.reset_budget, cx.cfg.http3.flood_budget),
         }
     }
 
@@ -390,6 +330,7 @@ impl H3Conn {
             return jobs;
         }
         if self.guard.spent() {
+            cx.counters.http3.closed_reset_budget += 1;
             self.close(conn, cx, ConnError { code: Code::ExcessiveLoad, why: "too many requests cancelled" });
             return jobs;
         }
@@ -402,15 +343,43 @@ impl H3Conn {
         self.write_control(conn);
         let moved = self.send(conn, cx);
         let waiting = self.reqs.values().any(|r| matches!(r, Req::Sending(_)));
-        match self.guard.sent(waiting, moved, cx.clock.now, cx.cfg.send_timeout) {
-            Stall::No => {}
-            Stall::Until(t) => self.wake = Some(self.wake.map_or(t, |w| w.min(t))),
-            Stall::Expired => {
-                self.close(conn, cx, ConnError { code: Code::NoError, why: "no progress for send_timeout" });
-            }
-        }
+        self.deadlines(conn, cx, waiting, moved);
         self.shed_if_idle(cx.clock.now);
         jobs
+    }
+
+    /// The sending deadlines at the end of a turn (`quic::guard`): `[http] send_timeout`
+    /// with responses waiting and none of their bytes taken, then `[http] min_send_rate`.
+    fn deadlines(&mut self, conn: &mut Connection, cx: &mut Ctx, waiting: bool, moved: bool) {
+        let now = cx.clock.now;
+        let (timeout, min_rate) = (cx.cfg.send_timeout, cx.cfg.min_send_rate);
+        let stall = self.guard.sent(waiting, moved, now, timeout);
+        let rate = match stall {
+            Stall::Expired => Stall::No,
+            _ => {
+                let reqs = &self.reqs;
+                self.guard.rate(waiting, now, timeout, min_rate, |min| paced_floor(reqs, min))
+            }
+        };
+        let why = match (stall, rate) {
+            (Stall::Expired, _) => {
+                cx.counters.http3.closed_send_timeout += 1;
+                "no progress for send_timeout"
+            }
+            (_, Stall::Expired) => {
+                cx.counters.http3.closed_min_send_rate += 1;
+                "below min_send_rate"
+            }
+            (a, b) => {
+                for s in [a, b] {
+                    if let Stall::Until(t) = s {
+                        self.wake = Some(self.wake.map_or(t, |w| w.min(t)));
+                    }
+                }
+                return;
+            }
+        };
+        self.close(conn, cx, ConnError { code: Code::NoError, why });
     }
 
     /// Drops the buffers kept for reuse once no request has been in flight for
@@ -474,10 +443,16 @@ impl H3Conn {
         for &id in &ids {
             if id.dir() == Dir::Uni {
                 if self.uni.contains(&id) {
-                    self.read_uni(conn, id)?;
+                    let r = self.read_uni(conn, id);
+                    self.guard.idle(self.session.take_idle());
+                    r?;
                 }
             } else {
                 self.read_request(conn, cx, id, jobs)?;
+            }
+            if self.guard.flooded() {
+                cx.counters.http3.closed_flood_budget += 1;
+                return Err(ConnError { code: Code::ExcessiveLoad, why: "too many frames that do no work" });
             }
         }
         // The vector back, for its room (nothing is added to `readable` meanwhile).
@@ -582,6 +557,7 @@ impl H3Conn {
         let mut stream_error: Option<u32> = None;
         let mut reset = false;
         let mut ended = false;
+        let idle;
         {
             let Some(Req::Reading(r)) = self.reqs.get_mut(&n) else { return Ok(()) };
             let mut recv = conn.recv_stream(id);
@@ -631,7 +607,11 @@ impl H3Conn {
                 }
             }
             let _ = chunks.finalize();
+            idle = r.take_idle();
         }
+        // Frames that did no work, and a request answered with a stream reset (as HTTP/2
+        // counts a frame answered with RST_STREAM).
+        self.guard.idle(idle + u32::from(stream_error.is_some()));
         if reset {
             // The request ended before its head was complete: so does the response
             // (RFC 9114 §4.1.2), which frees the stream.
@@ -797,6 +777,7 @@ impl H3Conn {
         // connection; since a refusal may also be one stream's own window, the held ones
         // are tried again after `HELD_RETRY` whatever happens.
         let mut refused = 0;
+        let mut taken = 0;
         let mut next = order.drain(..);
         while let Some((_, n)) = next.next() {
             if refused == 2 {
@@ -815,7 +796,7 @@ impl H3Conn {
             let id = StreamId::from(v);
             s.queued = false;
             let before = (s.pending.len(), s.left(), s.first.len());
-            let progress = send_stream(conn, cx, id, s, &mut self.wake);
+            let progress = send_stream(conn, cx, id, s, &mut self.wake, &mut taken);
             moved |= !matches!(progress, Progress::Blocked) || before != (s.pending.len(), s.left(), s.first.len());
             refused = if matches!(progress, Progress::Blocked) { refused + 1 } else { 0 };
             match progress {
@@ -840,6 +821,7 @@ impl H3Conn {
             }
         }
         drop(next);
+        self.guard.took(taken);
         self.order = order;
         for n in done.drain(..) {
             self.urgency.remove(&n);
@@ -871,6 +853,7 @@ fn send_stream(
     id: StreamId,
     s: &mut Sending,
     wake: &mut Option<Instant>,
+    taken: &mut u64,
 ) -> Progress {
     if !s.urgency_set {
         // quinn-proto sends the higher priority first, and streams of one priority in turn.
@@ -882,8 +865,11 @@ fn send_stream(
             match conn.send_stream(id).write_chunks(std::slice::from_mut(&mut s.pending)) {
                 // Part taken: once more, so that QUIC records the stream as blocked (and
                 // reports it writable again).
-                Ok(_) if !s.pending.is_empty() => continue,
-                Ok(_) => {}
+                Ok(w) if !s.pending.is_empty() => {
+                    *taken += w.bytes as u64;
+                    continue;
+                }
+                Ok(w) => *taken += w.bytes as u64,
                 Err(WriteError::Blocked) => return Progress::Blocked,
                 Err(WriteError::Stopped(code)) => return Progress::Failed(code.into_inner() as u32),
                 Err(WriteError::ClosedStream) => return Progress::Failed(Code::RequestCancelled as u32),
@@ -926,6 +912,20 @@ fn send_stream(
     }
 }
 
+/// The rate `[http] min_send_rate` holds the responses in flight to: `min`, or half the
+/// slowest pace a rate limit allows one of them, if lower (`throttle::floor_rate`, as over
+/// TCP: our pacing is not the client's fault).
+fn paced_floor(reqs: &BTreeMap<u64, Req>, min: u64) -> u64 {
+    let paced = reqs.values().filter_map(|r| match r {
+        Req::Sending(s) => {
+            let rates = [s.ex.throttle.as_ref().map(|(_, l)| l.rate()), s.ex.limit.as_ref().map(|l| l.rate())];
+            rates.into_iter().flatten().filter(|&r| r != 0).min()
+        }
+        _ => None,
+    });
+    crate::access::throttle::floor_rate(min, paced.min().unwrap_or(u64::MAX))
+}
+
 /// A request that will not complete: accounted as aborted (its client reset it, or the
 /// connection is gone).
 fn abandon(cx: &mut Ctx, req: Req) {
@@ -952,57 +952,4 @@ fn unanswered(cx: &mut Ctx, fields: &Fields) {
     ex.start(CLIENT_CLOSED, cx.clock.now);
     ex.account_aborted(cx, false);
     cx.counters.http3.requests += 1;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Rapid Reset: the budget is spent after [`RESET_BUDGET`] cancellations in a row; each
-    /// completed response allows one more, never more than the budget.
-    #[test]
-    fn cancellations_spend_the_budget_completions_refill_it() {
-        let mut g = Guard::new();
-        for _ in 0..RESET_BUDGET - 1 {
-            g.cancelled();
-        }
-        assert!(!g.spent());
-        g.completed();
-        g.cancelled();
-        assert!(!g.spent());
-        g.cancelled();
-        assert!(g.spent());
-        // Completions beyond the budget are not banked.
-        let mut g = Guard::new();
-        for _ in 0..1000 {
-            g.completed();
-        }
-        for _ in 0..RESET_BUDGET {
-            g.cancelled();
-        }
-        assert!(g.spent());
-    }
-
-    /// send_timeout: counted from the first turn responses waited and none moved, renewed
-    /// by progress, forgotten when none waits.
-    #[test]
-    fn a_stall_expires_after_send_timeout_unless_bytes_move() {
-        let t0 = Instant::now();
-        let s = |n: u64| t0 + Duration::from_secs(n);
-        let timeout = Duration::from_secs(30);
-        let mut g = Guard::new();
-        assert_eq!(g.sent(true, true, s(0), timeout), Stall::No);
-        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
-        // Later turns without progress keep the first stalled moment.
-        assert_eq!(g.sent(true, false, s(20), timeout), Stall::Until(s(31)));
-        assert_eq!(g.sent(true, false, s(31), timeout), Stall::Expired);
-        // Progress renews it.
-        let mut g = Guard::new();
-        assert_eq!(g.sent(true, false, s(1), timeout), Stall::Until(s(31)));
-        assert_eq!(g.sent(true, true, s(25), timeout), Stall::No);
-        assert_eq!(g.sent(true, false, s(40), timeout), Stall::Until(s(70)));
-        // Nothing waiting: no stall, whatever moved.
-        assert_eq!(g.sent(false, false, s(100), timeout), Stall::No);
-        assert_eq!(g.sent(true, false, s(101), timeout), Stall::Until(s(131)));
-    }
 }

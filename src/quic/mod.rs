@@ -40,6 +40,7 @@
 //! * **HTTP/3** is in `h3.rs`: the glue between the streams and `serve::answer`, over the
 //!   sans-IO HTTP/3 and QPACK layer in `crate::h3`.
 
+mod guard;
 mod h3;
 pub mod steer;
 
@@ -554,7 +555,7 @@ impl Quic {
                         self.conns[ch.0] = Some(QConn {
                             conn,
                             sock: i,
-                            h3: h3::H3Conn::new(fd, from.ip()),
+                            h3: h3::H3Conn::new(fd, from.ip(), cx),
                             timeout: None,
                             waiting: false,
                             ip,

@@ -668,13 +668,16 @@ pub mod h3 {
     }
 
     /// The status page's QUIC counters: `http3_connections` by name, `http3_refused` as
-    /// `refused.REASON`, `http3_packets` as `packets.NAME`.
+    /// `refused.REASON`, `http3_packets` as `packets.NAME`, `http3_closed` as `closed.REASON`.
     pub fn status(srv: &Server) -> HashMap<String, u64> {
         let text = srv.get("/.status").body_text();
         let mut got = HashMap::new();
-        for (line, prefix) in
-            [("http3_connections:", ""), ("http3_refused:", "refused."), ("http3_packets:", "packets.")]
-        {
+        for (line, prefix) in [
+            ("http3_connections:", ""),
+            ("http3_refused:", "refused."),
+            ("http3_packets:", "packets."),
+            ("http3_closed:", "closed."),
+        ] {
             let l = text.lines().find_map(|l| l.strip_prefix(line)).unwrap_or_else(|| panic!("no {line} in {text}"));
             let words: Vec<&str> = l.split_whitespace().collect();
             for kv in words.chunks(2) {

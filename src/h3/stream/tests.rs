@@ -437,3 +437,32 @@ fn goaway_and_accepts() {
     assert!(s.accepts(4) && !s.accepts(8) && !s.accepts(12));
     assert_eq!(s.request_stream(4).id(), 4);
 }
+
+/// What does no work is counted for the caller's flood budget: on a request stream unknown
+/// frames and empty DATA (not a HEADERS, a DATA with bytes or the end); on the peer's
+/// unidirectional streams control frames after SETTINGS, QPACK instructions with no
+/// effect, streams of unknown types or ended before their type.
+#[test]
+fn frames_that_do_no_work_are_counted() {
+    let mut r = RequestStream::new(0, 16 * 1024);
+    let bytes = cat(&[frame(0x21, b""), frame(0x40, b"ab"), headers(&GET), data(b""), data(b"x"), data(b"")]);
+    feed(&mut r, &bytes, 1, false).unwrap();
+    assert_eq!((r.take_idle(), r.take_idle()), (4, 0));
+    let mut s = Session::new(Config::default());
+    let bytes = control(&[
+        settings(&[]),
+        frame(0x21, b""),
+        priority_update(0xf0700, 8, b"u=1"),
+        frame(0xd, &[0x05]),
+        frame(0x7, &[0x04]),
+    ]);
+    uni(&mut s, 2, &bytes, 1, false).unwrap();
+    assert_eq!(s.take_idle(), 4);
+    // Set Dynamic Table Capacity 0 twice; two Stream Cancellations.
+    uni(&mut s, 6, &[0x02, 0x20, 0x20], 1, false).unwrap();
+    uni(&mut s, 10, &[0x03, 0x44, 0x48], 1, false).unwrap();
+    assert_eq!(s.take_idle(), 4);
+    assert_eq!(uni(&mut s, 14, &[0x21, 1, 2], 1, false), Ok(vec![UniEvent::Ignore]));
+    uni(&mut s, 18, &[0x40], 1, true).unwrap();
+    assert_eq!((s.take_idle(), s.take_idle()), (2, 0));
+}
