@@ -39,7 +39,7 @@ const SIGNAL_TOKEN: Token = Token(CONN_BASE - 1);
 const WAKE_TOKEN: Token = Token(CONN_BASE - 2);
 /// The new process's ready pipe during an upgrade (`upgrade`).
 const UPGRADE_TOKEN: Token = Token(CONN_BASE - 3);
-/// The QUIC endpoint's UDP sockets (`quic`) use tokens from here up, its timer the next one.
+/// The QUIC endpoint's UDP sockets (`quic`) use tokens from here up.
 #[cfg(feature = "http3")]
 const QUIC_BASE: usize = CONN_BASE / 2;
 /// The key of the QUIC endpoint's deadline in the timer heap.
@@ -435,10 +435,6 @@ impl Server {
                     {
                         let (r, w) = (ev.is_readable() || ev.is_error(), ev.is_writable());
                         self.with_quic(|q, cx| q.on_socket(t - QUIC_BASE, r, w, cx));
-                    }
-                    #[cfg(feature = "http3")]
-                    Token(t) if self.quic.as_ref().is_some_and(|q| t == QUIC_BASE + q.sockets()) => {
-                        self.with_quic(|q, cx| q.on_precise_timer(cx));
                     }
                     Token(t) if t >= CONN_BASE => {
                         let key = t - CONN_BASE;

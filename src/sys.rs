@@ -290,62 +290,6 @@ impl AsRawFd for SignalFd {
     }
 }
 
-/// A one-shot timer with nanosecond resolution (`timerfd`, `CLOCK_MONOTONIC`, the clock of
-/// `Instant`), readable once it has expired: for deadlines that `epoll_wait`'s millisecond
-/// timeout (which mio rounds up) would make late by more than they are long.
-#[cfg(feature = "http3")]
-pub struct TimerFd {
-    fd: OwnedFd,
-}
-
-#[cfg(feature = "http3")]
-impl TimerFd {
-    pub fn new() -> io::Result<TimerFd> {
-        // SAFETY: no pointers; the flags are valid constants.
-        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by timerfd_create and is owned by nobody else.
-        Ok(TimerFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
-    }
-
-    /// Arms the timer to expire once, `after` from now (at least 1 ns: zero would disarm
-    /// it), replacing any earlier setting.
-    pub fn set(&self, after: std::time::Duration) -> io::Result<()> {
-        let after = after.max(std::time::Duration::from_nanos(1));
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-            it_value: libc::timespec {
-                tv_sec: libc::time_t::try_from(after.as_secs()).unwrap_or(libc::time_t::MAX),
-                tv_nsec: libc::c_long::from(after.subsec_nanos() as i32),
-            },
-        };
-        // SAFETY: `spec` is a valid itimerspec; a null old value is allowed.
-        if unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Takes the expiry, so that the descriptor is no longer readable (its edge in an
-    /// edge-triggered epoll comes again at the next expiry): whether the timer had expired.
-    pub fn expired(&self) -> bool {
-        let mut n = [0u8; 8];
-        // SAFETY: `n` is a writable buffer of 8 bytes, the size a timerfd read needs; a
-        // timer that has not expired gives EAGAIN (non-blocking).
-        let r = unsafe { libc::read(self.fd.as_raw_fd(), n.as_mut_ptr().cast(), n.len()) };
-        r == 8
-    }
-}
-
-#[cfg(feature = "http3")]
-impl AsRawFd for TimerFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
 /// Makes writes to a closed socket return `EPIPE` instead of killing the process
 /// (sendfile has no MSG_NOSIGNAL).
 pub fn ignore_sigpipe() {
@@ -846,28 +790,6 @@ mod tests {
     use super::*;
     use std::io::{Read, Seek, SeekFrom, Write};
     use std::os::unix::net::UnixStream;
-
-    /// The timer expires once, after (not before) its delay, and a new setting replaces the
-    /// old one.
-    #[cfg(feature = "http3")]
-    #[test]
-    fn timerfd_expires_once_after_its_delay() {
-        use std::time::{Duration, Instant};
-        let t = TimerFd::new().unwrap();
-        assert!(!t.expired(), "never set");
-        t.set(Duration::from_secs(60)).unwrap();
-        t.set(Duration::from_micros(300)).unwrap();
-        let start = Instant::now();
-        while !t.expired() {
-            assert!(start.elapsed() < Duration::from_secs(10), "a 300 µs timer never expired");
-            std::thread::sleep(Duration::from_micros(50));
-        }
-        assert!(start.elapsed() >= Duration::from_micros(300));
-        assert!(!t.expired(), "one expiry is read once");
-        t.set(Duration::from_secs(60)).unwrap();
-        std::thread::sleep(Duration::from_millis(2));
-        assert!(!t.expired(), "expired 60 s early");
-    }
 
     /// Offsets past 4 GiB go through unchanged (a 32-bit box with glibc's 32-bit `off_t` would
     /// wrap them without `sendfile64`): a sparse file of 5 GiB with a marker after 4 GiB.

@@ -15,11 +15,7 @@
 //!   connections by connection ID, and each [`Connection`] is fed what arrived, polled for
 //!   what to send, for its next deadline and for its application events (the streams).
 //!   Its deadlines are kept in a heap here; the earliest is put in the server's timer heap
-//!   ([`Quic::rearm`]), or, when it is less than [`PRECISE`] away, in a `timerfd` of the
-//!   endpoint's own. The server's heap sets `epoll_wait`'s timeout, in milliseconds, rounded
-//!   up by mio: a pacing delay of 30 µs would sleep 1–2 ms. quinn-proto paces a fast path's
-//!   sends in bursts of at most 256 datagrams (372 KB at 1,452 bytes), so those sleeps
-//!   capped one connection near 372 KB per 1–2 ms, whatever the path could take.
+//!   ([`Quic::rearm`]).
 //! * **TLS.** The certificates and SNI resolver of the TCP listeners (`crate::tls`), in a
 //!   configuration of its own: TLS 1.3 only, ALPN `h3`, no early data (0-RTT is refused:
 //!   nothing a client sends before the handshake completes can be replayed), the same session
@@ -64,11 +60,6 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::{Config, Http3Retry};
 use crate::ctx::Ctx;
-
-/// Deadlines nearer than this are kept by the endpoint's `timerfd`, to the nanosecond; the
-/// others by the server's timer heap, to the millisecond (late by up to 2 ms, which a
-/// probe or idle timeout does not notice). Pacing delays are the near ones.
-const PRECISE: Duration = Duration::from_millis(2);
 
 /// Receive buffers filled by one `recvmmsg`; each holds one datagram or, with GRO, several
 /// of one flow.
@@ -222,9 +213,6 @@ pub(crate) struct Quic {
     deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
     /// The deadline last handed to the server's timer heap.
     armed: Option<Instant>,
-    /// The deadline the timer below is set to.
-    precise: Option<Instant>,
-    timer: crate::sys::TimerFd,
     limits: Limits,
     rbuf: Vec<u8>,
     tbuf: Vec<u8>,
@@ -351,8 +339,6 @@ impl Quic {
             per_ip: HashMap::new(),
             deadlines: BinaryHeap::new(),
             armed: None,
-            precise: None,
-            timer: crate::sys::TimerFd::new().map_err(|e| format!("http3: timerfd: {e}"))?,
             limits: limits(cfg),
             rbuf: vec![0; BATCH * RBUF],
             tbuf: Vec::new(),
@@ -362,17 +348,15 @@ impl Quic {
         }))
     }
 
-    /// Registers the sockets for both directions, from token `base` on, then the timer
-    /// (token `base + sockets()`).
+    /// Registers the sockets for both directions, from token `base` on.
     pub(crate) fn register(&mut self, registry: &Registry, base: usize) -> io::Result<()> {
         for (i, s) in self.socks.iter_mut().enumerate() {
             registry.register(&mut s.sock, Token(base + i), Interest::READABLE | Interest::WRITABLE)?;
         }
-        let fd = self.timer.as_raw_fd();
-        registry.register(&mut mio::unix::SourceFd(&fd), Token(base + self.socks.len()), Interest::READABLE)
+        Ok(())
     }
 
-    /// How many sockets (tokens from the base on; the timer's comes next).
+    /// How many sockets (tokens from the base on).
     pub(crate) fn sockets(&self) -> usize {
         self.socks.len()
     }
@@ -753,22 +737,11 @@ impl Quic {
     }
 
     /// The deadline to put in the server's timer heap, if it is new (earlier than the one
-    /// there, or that one has passed). One less than [`PRECISE`] away goes to the timer
-    /// instead (and `None` is returned), unless the timer cannot be set.
+    /// there, or that one has passed).
     pub(crate) fn rearm(&mut self, now: Instant) -> Option<Instant> {
-        let next = self.deadlines.peek().map(|Reverse((t, _))| *t)?;
-        if next < now + PRECISE {
-            if self.precise.is_some_and(|p| p <= next) {
-                return None;
-            }
-            // Due already: the timer fires at once and the deadline is handled on the next
-            // turn, never in a loop within this one.
-            if self.timer.set(next.saturating_duration_since(Instant::now())).is_ok() {
-                self.precise = Some(next);
-                return None;
-            }
-        }
-        let next = next.max(now + Duration::from_millis(1));
+        // A deadline already due is handled on the next turn, never in a loop within this
+        // one.
+        let next = self.deadlines.peek().map(|Reverse((t, _))| *t)?.max(now + Duration::from_millis(1));
         match self.armed {
             // The armed one comes first (or is due: it fires on the next turn).
             Some(a) if a <= next => None,
@@ -776,13 +749,6 @@ impl Quic {
                 self.armed = Some(next);
                 Some(next)
             }
-        }
-    }
-
-    /// The timer expired: handles every connection deadline that has passed.
-    pub(crate) fn on_precise_timer(&mut self, cx: &mut Ctx) {
-        if self.timer.expired() && self.precise.take().is_some() {
-            self.fire(cx);
         }
     }
 
@@ -795,13 +761,8 @@ impl Quic {
         if self.armed != Some(at) {
             return;
         }
-        self.armed = None;
-        self.fire(cx);
-    }
-
-    /// Handles every connection deadline that has passed.
-    fn fire(&mut self, cx: &mut Ctx) {
         let now = cx.clock.now;
+        self.armed = None;
         while let Some(&Reverse((t, key))) = self.deadlines.peek() {
             if t > now {
                 break;
