@@ -58,7 +58,7 @@ mod proxy_io;
 #[cfg(feature = "tls")]
 mod tls_io;
 
-use crate::access::throttle::{self, RateLimiter};
+use crate::access::throttle;
 use crate::ctx::Ctx;
 use crate::serve::Exchange;
 use crate::sys;
@@ -274,9 +274,7 @@ impl Conn {
         if self.phase != Phase::Send {
             return false;
         }
-        let paced = [self.ex.throttle.as_ref().map(|(_, l)| l), self.ex.limit.as_ref()];
-        let allowed = paced.into_iter().flatten().map(RateLimiter::rate).filter(|&r| r != 0).min();
-        let rate = throttle::floor_rate(cx.cfg.min_send_rate, allowed.unwrap_or(u64::MAX));
+        let rate = throttle::floor_rate(cx.cfg.min_send_rate, self.ex.paced_rate().unwrap_or(u64::MAX));
         if rate == 0 {
             return false;
         }

@@ -917,10 +917,7 @@ fn send_stream(
 /// TCP: our pacing is not the client's fault).
 fn paced_floor(reqs: &BTreeMap<u64, Req>, min: u64) -> u64 {
     let paced = reqs.values().filter_map(|r| match r {
-        Req::Sending(s) => {
-            let rates = [s.ex.throttle.as_ref().map(|(_, l)| l.rate()), s.ex.limit.as_ref().map(|l| l.rate())];
-            rates.into_iter().flatten().filter(|&r| r != 0).min()
-        }
+        Req::Sending(s) => s.ex.paced_rate(),
         _ => None,
     });
     crate::access::throttle::floor_rate(min, paced.min().unwrap_or(u64::MAX))

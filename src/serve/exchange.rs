@@ -387,6 +387,13 @@ impl Exchange {
         }
     }
 
+    /// The slowest rate a limit (throttle share, `limit_rate`) paces this transfer to, if one
+    /// does (a rate of 0 is no limit): what `[http] min_send_rate`'s floor is taken from.
+    pub(crate) fn paced_rate(&self) -> Option<u64> {
+        let limits = [self.throttle.as_ref().map(|(_, l)| l), self.limit.as_ref()];
+        limits.into_iter().flatten().map(RateLimiter::rate).filter(|&r| r != 0).min()
+    }
+
     /// Bytes the rate limits (throttle share, `limit_rate`) allow now, `usize::MAX` without
     /// limits; when nothing is allowed, also when to try again. (Inline: a transfer without
     /// limits, the usual one, pays two tests and no call.)
