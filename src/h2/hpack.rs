@@ -8,6 +8,7 @@
 //!     -> Result<(), DecodeError<E>>
 //! DecodeError::{Compression(&'static str), ListTooLarge, Field(E)}
 //! decoder.dynamic_table_size()
+//! decoder.state()                       // moves whenever the dynamic table may change
 //!
 //! Encoder::new()                        // dynamic table 4096 until told otherwise
 //! encoder.set_max_table_size(n)         // the peer's SETTINGS_HEADER_TABLE_SIZE
@@ -117,6 +118,9 @@ pub struct Decoder {
     limit: usize,
     /// Huffman-decoded names and values of the current field.
     scratch: Vec<u8>,
+    /// Counts the changes to the dynamic table (an entry added, a size update): a block
+    /// decoded without changing it decodes to the same fields while it stays the same.
+    changes: u64,
 }
 
 /// Hands decoded fields to the callback until the first refusal or the list size limit.
@@ -145,7 +149,14 @@ impl Decoder {
     /// A decoder whose dynamic table may grow to `max_table_size` bytes (the
     /// SETTINGS_HEADER_TABLE_SIZE we advertise), starting at that size.
     pub fn new(max_table_size: usize) -> Decoder {
-        Decoder { table: DynTable::new(max_table_size), limit: max_table_size, scratch: Vec::new() }
+        Decoder { table: DynTable::new(max_table_size), limit: max_table_size, scratch: Vec::new(), changes: 0 }
+    }
+
+    /// A count that moves whenever the dynamic table may have changed: the same block
+    /// decoded in the same state gives the same fields ([`Session`](super::session::Session)
+    /// keeps the last such block's fields).
+    pub fn state(&self) -> u64 {
+        self.changes
     }
 
     /// The dynamic table's current size in RFC 7541 §4.1 terms (never above the limit).
@@ -172,7 +183,7 @@ impl Decoder {
     where
         F: FnMut(&[u8], &[u8], bool) -> Result<(), E>,
     {
-        let Decoder { table, limit, scratch } = self;
+        let Decoder { table, limit, scratch, changes } = self;
         let mut pos = 0;
         let mut at_start = true;
         while let Some(&b) = block.get(pos) {
@@ -191,6 +202,7 @@ impl Decoder {
                     return Err("dynamic table size update above SETTINGS_HEADER_TABLE_SIZE");
                 }
                 table.set_max(n);
+                *changes += 1;
                 continue;
             } else {
                 // §6.2 Literal Header Field: with incremental indexing (01), without indexing
@@ -215,6 +227,7 @@ impl Decoder {
                 sink.field(name, value, sensitive);
                 if index {
                     table.insert(name, value);
+                    *changes += 1;
                 }
             }
             at_start = false;

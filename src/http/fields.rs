@@ -144,6 +144,15 @@ impl Fields {
         self.regular = false;
     }
 
+    /// Makes this a copy of `other`, in the buffers this one has.
+    pub fn copy_from(&mut self, other: &Fields) {
+        self.buf.clone_from(&other.buf);
+        self.spans.clone_from(&other.spans);
+        self.list_size = other.list_size;
+        self.pseudo = other.pseudo;
+        self.regular = other.regular;
+    }
+
     /// Adds one decoded field.
     pub fn push(&mut self, name: &[u8], value: &[u8]) {
         if self.spans.is_empty() {
