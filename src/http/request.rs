@@ -529,7 +529,7 @@ fn split_target(r: &mut Request<'_>) -> Result<(), Reject> {
 /// 4-byte words, a longer one as 8-byte words and an overlapping last one, so no byte is
 /// looked at alone except in targets of under 4 bytes.
 #[inline]
-fn query_or_fragment(b: &[u8]) -> bool {
+pub(super) fn query_or_fragment(b: &[u8]) -> bool {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let hit = |w: u64| {
