@@ -124,6 +124,33 @@ print(r["err_read"], r["requests"], r["lat_p99_ms"])
 }
 
 #[test]
+fn the_latency_rows_carry_p90_and_each_servers_range_over_rounds() {
+    // Three rounds of one server: the medians, and the lowest and highest p99 and p99.9 (the
+    // report prints them so that a difference smaller than a server's own spread is not read
+    // as an order).
+    let printed = harness_python(
+        r#"
+import json
+runs = []
+for rnd, (p90, p99, p999) in enumerate([(0.2, 0.9, 5.0), (0.1, 0.5, 4.0), (0.3, 0.7, 6.5)]):
+    out = json.dumps({"summary": {"total": 10.0, "totalData": 409600, "average": 0.0002},
+                      "latencyPercentiles": {"p50": 0.0001, "p90": p90 / 1000, "p99": p99 / 1000,
+                                             "p99.9": p999 / 1000},
+                      "statusCodeDistribution": {"200": 100}})
+    r = {k: None for k in run.FIELDS}
+    r.update(run.parse_oha(out))
+    r.update(round=rnd, workload="latency", param="ka-c50", point="ka-c50", server="ferrohttpd", note="",
+             rps=10.0, errors=0)
+    runs.append(r)
+v = run.aggregate(runs)[("latency", "ka-c50", "ferrohttpd")]
+print(round(v["lat_p90_ms"], 3), round(v["lat_p99_ms"], 3), [round(x, 3) for x in v["lat_p99_range"]],
+      [round(x, 3) for x in v["lat_p999_range"]])
+"#,
+    );
+    assert_eq!(printed, "0.2 0.7 [0.5, 0.9] [4.0, 6.5]");
+}
+
+#[test]
 fn siege_byte_count_rounding_is_not_a_short_response() {
     // siege prints "Data transferred" in MB with two decimals: 10,000 responses of 145 bytes
     // are 1.38 MB, which read back as 144.7 bytes each; 120-byte responses are short.
@@ -208,9 +235,9 @@ fn gtlsclient_runs_count_only_the_processes_that_finished_quietly() {
     let printed = harness_python(
         r#"
 ok = "gtlsclient plan: 2 x 1 processes, 100 requests and 409600 bytes each\n" \
-     "gtlsclient exit 0 printed 0\ngtlsclient exit 0 printed 0\n"
+     "gtlsclient exit 0 printed 0 ns 9000000\ngtlsclient exit 0 printed 0 ns 9100000\n"
 bad = "gtlsclient plan: 2 x 1 processes, 100 requests and 409600 bytes each\n" \
-      "gtlsclient exit 0 printed 0\ngtlsclient exit 0 printed 41\n" \
+      "gtlsclient exit 0 printed 0 ns 9000000\ngtlsclient exit 0 printed 41 ns 300000\n" \
       "ngtcp2_conn_handle_expiry: ERR_IDLE_CLOSE\n"
 for out in (ok, bad, "gtlsclient plan: 3 x 2 processes, 5 requests and 20480 bytes each\n"):
     r = run.parse_gtlsclient(out)
@@ -219,6 +246,28 @@ print(run.parse_gtlsclient("sh: 1: gtlsclient: not found\n"))
 "#,
     );
     assert_eq!(printed, "200 819200 0\n100 409600 100\n0 0 30\nNone");
+}
+
+#[test]
+fn h3_big_takes_each_gtlsclient_runs_fixed_cost_out_of_its_data_phase() {
+    // Three fixed runs (30, 34 and 31 ms: median 31) and two good transfers of 32 MiB (81 and 84
+    // ms) and a failed one: the data phase is 81 + 84 - 2 x 31 = 103 ms for 2 x 32 MiB. Without
+    // fixed runs (every other workload) there is no data-phase figure.
+    let printed = harness_python(
+        r#"
+out = "gtlsclient plan: 1 x 3 processes, 1 requests and 33554432 bytes each\n" \
+      "gtlsclient fixed exit 0 printed 0 ns 30000000\ngtlsclient fixed exit 0 printed 0 ns 34000000\n" \
+      "gtlsclient fixed exit 0 printed 0 ns 31000000\n" \
+      "gtlsclient exit 0 printed 0 ns 81000000\ngtlsclient exit 0 printed 0 ns 84000000\n" \
+      "gtlsclient exit 0 printed 12 ns 5000000\nERR_IDLE_CLOSE\n"
+r = run.parse_gtlsclient(out)
+print(r["requests"], round(r["data_mb_per_s"], 1), r["fixed_ms"])
+r = run.parse_gtlsclient("gtlsclient plan: 1 x 1 processes, 1 requests and 4096 bytes each\n"
+                         "gtlsclient exit 0 printed 0 ns 5000000\n")
+print(r["data_mb_per_s"], r["fixed_ms"])
+"#,
+    );
+    assert_eq!(printed, format!("2 {:.1} 31.0\nNone None", 2.0 * 33554432.0 / 0.103 / 1e6));
 }
 
 #[test]

@@ -45,6 +45,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::frame::{self, Code, Error, Frame, Header, Setting, HEADER_LEN, PREFACE};
 use super::hpack;
+use crate::http::budget::Budget;
 use crate::http::fields::Fields;
 use crate::http::priority::Priority;
 
@@ -201,9 +202,10 @@ pub struct Session {
     draining: bool,
     /// A connection error was sent: close once `out` is flushed.
     closing: bool,
-    resets: u32,
+    /// What is left of `reset_budget`.
+    resets: Budget,
     /// What is left of `flood_budget`.
-    flood: u32,
+    flood: Budget,
     /// The client has acknowledged our SETTINGS.
     acked: bool,
     /// Counts request and response progress (see [`Session::progress`]).
@@ -239,8 +241,8 @@ impl Session {
             announced: false,
             draining: false,
             closing: false,
-            resets: lim.reset_budget,
-            flood: lim.flood_budget,
+            resets: Budget::new(lim.reset_budget),
+            flood: Budget::new(lim.flood_budget),
             acked: false,
             progress: 0,
             out: Vec::new(),
@@ -513,8 +515,7 @@ impl Session {
                         events.push(Event::Reset { stream });
                     }
                     // Any stream reset before its response was complete costs (Rapid Reset).
-                    self.resets = self.resets.saturating_sub(1);
-                    if self.resets == 0 {
+                    if self.resets.spend(1) {
                         return Err(Error::Connection(Code::EnhanceYourCalm));
                     }
                 } else {
@@ -598,8 +599,7 @@ impl Session {
     /// -9515, -9518, and frames we must answer with RST_STREAM): every completed response earns
     /// one back, and an empty budget is GOAWAY ENHANCE_YOUR_CALM.
     fn flood(&mut self) -> Result<(), Error> {
-        self.flood = self.flood.saturating_sub(1);
-        if self.flood == 0 {
+        if self.flood.spend(1) {
             return Err(Error::Connection(Code::EnhanceYourCalm));
         }
         Ok(())
@@ -945,8 +945,8 @@ impl Session {
             if !s.remote_closed {
                 frame::write_rst_stream(&mut self.out, id, Code::NoError);
             }
-            self.resets = (self.resets + 1).min(self.lim.reset_budget);
-            self.flood = (self.flood + 1).min(self.lim.flood_budget);
+            self.resets.earn();
+            self.flood.earn();
         }
     }
 }

@@ -4,8 +4,11 @@
 //! ([`range`]), content negotiation ([`encoding`], [`media`], [`weighted`]), `Forwarded`
 //! ([`forwarded`]), address ranges ([`net`]), RFC 9218 priorities (`priority`), the Huffman
 //! code HPACK and QPACK share (`huffman`), the cached `Date` ([`date`]) and Content-Type
-//! lookup ([`mime`]). Pure functions on bytes: no socket, no file, no configuration.
+//! lookup ([`mime`]), and the reset and flood budgets HTTP/2 and HTTP/3 keep (`budget`).
+//! Pure functions on bytes: no socket, no file, no configuration.
 
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub(crate) mod budget;
 pub mod conditional;
 pub mod date;
 pub mod encoding;

@@ -1,6 +1,7 @@
 //! The defences an HTTP/3 connection keeps across turns (`quic::h3`'s `H3Conn`), as
 //! `h2::session` and `conn::h2` have them for HTTP/2, in one small state with pure methods
-//! (unit-tested here; the glue calls them at a few points of its turn):
+//! (unit-tested here; the glue calls them at a few points of its turn). The two budgets are
+//! `http::budget::Budget`s, as `h2::session`'s are:
 //!
 //! * **Rapid Reset** (`[http3] reset_budget`, as `[http2] reset_budget`): requests the
 //!   client cancels before their response is complete spend the budget, each completed
@@ -25,15 +26,15 @@
 
 use std::time::{Duration, Instant};
 
+use crate::http::budget::Budget;
+
 /// See the module documentation.
 #[derive(Debug)]
 pub(super) struct Guard {
-    /// `[http3] reset_budget`, and what is left of it.
-    reset_budget: u32,
-    resets: u32,
-    /// `[http3] flood_budget`, and what is left of it.
-    flood_budget: u32,
-    flood: u32,
+    /// What is left of `[http3] reset_budget`.
+    resets: Budget,
+    /// What is left of `[http3] flood_budget`.
+    flood: Budget,
     /// Since when responses have been in flight without a break (None while none is), and
     /// the bytes of them QUIC took since then.
     busy_since: Option<Instant>,
@@ -57,10 +58,8 @@ pub(super) enum Stall {
 impl Guard {
     pub(super) fn new(reset_budget: u32, flood_budget: u32) -> Guard {
         Guard {
-            reset_budget,
-            resets: reset_budget,
-            flood_budget,
-            flood: flood_budget,
+            resets: Budget::new(reset_budget),
+            flood: Budget::new(flood_budget),
             busy_since: None,
             taken: 0,
             stalled: None,
@@ -69,24 +68,24 @@ impl Guard {
 
     /// A request was cancelled before its response was complete.
     pub(super) fn cancelled(&mut self) {
-        self.resets = self.resets.saturating_sub(1);
+        self.resets.spend(1);
     }
 
     /// A response completed: one cancellation and one idle frame more are allowed, up to
     /// their budgets.
     pub(super) fn completed(&mut self) {
-        self.resets = (self.resets + 1).min(self.reset_budget);
-        self.flood = (self.flood + 1).min(self.flood_budget);
+        self.resets.earn();
+        self.flood.earn();
     }
 
     /// `n` frames or stream events that did no work arrived.
     pub(super) fn idle(&mut self, n: u32) {
-        self.flood = self.flood.saturating_sub(n);
+        self.flood.spend(n);
     }
 
     /// The flood budget is spent: the connection is closed (H3_EXCESSIVE_LOAD).
     pub(super) fn flooded(&self) -> bool {
-        self.flood == 0
+        self.flood.is_spent()
     }
 
     /// QUIC took `n` bytes of responses.
@@ -142,7 +141,7 @@ impl Guard {
 
     /// The budget of cancellations is spent: the connection is closed (H3_EXCESSIVE_LOAD).
     pub(super) fn spent(&self) -> bool {
-        self.resets == 0
+        self.resets.is_spent()
     }
 
     /// A turn of sending ended at `now`: `waiting`, responses wait to be sent; `moved`,
