@@ -143,7 +143,10 @@ pub(super) struct H2 {
     events: Vec<Event>,
     /// Responses with body bytes still to send, in turn order.
     streams: VecDeque<Box<Stream>>,
-    /// Boxes of finished streams, for the next requests ([`H2::spare`]).
+    /// Boxes of finished streams, for the next requests ([`H2::spare`]): the boxes
+    /// themselves are what is kept, so that a stream moves between this and `streams` as a
+    /// pointer.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<Stream>>,
     /// `session.out[out_pos..]` is not written yet.
     out_pos: usize,
