@@ -451,7 +451,9 @@ struct Client {
     sent: Vec<u8>,
     /// Output read from the session, not yet a whole frame.
     inbox: Vec<u8>,
-    /// The highest stream identifier used in a HEADERS frame.
+    /// The highest stream identifier the session may have acted on: used in a HEADERS frame,
+    /// or reset by the session (a PRIORITY on an idle stream that depends on itself closes
+    /// that stream, RFC 9113 §5.1, and a GOAWAY may then name it as its last stream).
     top_stream: u32,
     decoder: Decoder,
     /// DATA bytes received, per stream and on the connection.
@@ -646,6 +648,9 @@ impl Client {
             }
             Frame::RstStream { stream, .. } => {
                 self.ended.insert(stream);
+                if stream % 2 == 1 {
+                    self.top_stream = self.top_stream.max(stream);
+                }
             }
             Frame::GoAway { code, last_stream } => {
                 if code == Code::Compression as u32 && blocks_decode(&self.sent, self.table) {
