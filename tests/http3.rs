@@ -651,8 +651,9 @@ fn stateless_reset_and_version_negotiation_are_counted() {
 /// (RssAnon growth ÷ N) on a fresh server: N connections with one GET each, held open past
 /// the 250 ms after which an idle HTTP/3 connection drops the buffers it keeps for reuse, as
 /// an HTTP/2 one does (release build, N = 1,000: 27.3 KiB against 12.8 KiB; 29.1 KiB, over
-/// the target, without that). The bound is the target less 1 KiB, which the shedding gives
-/// (this debug build, N = 300: 14.1 KiB more than HTTP/2 with it, 15.7 KiB without).
+/// the target, without that). The bound is the target: it fails without the shedding (this
+/// debug build, N = 300, since HTTP/2 keeps its finished streams in boxes and holds no
+/// 2 KiB queue when idle: HTTP/2 13.6 KB, HTTP/3 29.1 KB with the shedding, 31.3 KB without).
 #[test]
 fn an_idle_connection_costs_at_most_http2_over_tls_plus_16_kib() {
     if !have_client() {
@@ -678,5 +679,5 @@ fn an_idle_connection_costs_at_most_http2_over_tls_plus_16_kib() {
     let h2 = per_connection(&["--tls", "--h2c"]);
     let h3 = per_connection(&["--h3"]);
     eprintln!("idle connection: HTTP/2 over TLS {h2} B, HTTP/3 {h3} B (RssAnon)");
-    assert!(h3 <= h2 + 15 * 1024, "HTTP/3 {h3} B > HTTP/2 over TLS {h2} B + 15 KiB");
+    assert!(h3 <= h2 + 16 * 1024, "HTTP/3 {h3} B > HTTP/2 over TLS {h2} B + 16 KiB");
 }
