@@ -696,16 +696,7 @@ impl Session {
             checked = Some(self.memo.content_length);
             false
         } else {
-            let max_list = self.lim.max_header_list_size as usize;
-            let decoded = self.dec.decode(bytes, max_list, |name, value, _sensitive| {
-                // RFC 9218 §5: the `priority` field lines combine in order.
-                if name == b"priority" {
-                    priority.get_or_insert_with(Priority::default).apply(value);
-                }
-                fields.push(name, value);
-                Ok::<(), std::convert::Infallible>(())
-            });
-            match decoded {
+            match self.decode_request(bytes, &mut fields, &mut priority) {
                 Ok(()) => false,
                 Err(hpack::DecodeError::ListTooLarge) => true,
                 Err(_) => return Err(Error::Connection(Code::Compression)),
@@ -785,19 +776,30 @@ impl Session {
         Ok(())
     }
 
+    /// Decodes a request header block into `fields`, with our SETTINGS_MAX_HEADER_LIST_SIZE;
+    /// its `priority` field lines combine in order into `priority` (RFC 9218 §5).
+    fn decode_request(
+        &mut self,
+        bytes: &[u8],
+        fields: &mut Fields,
+        priority: &mut Option<Priority>,
+    ) -> Result<(), hpack::DecodeError<std::convert::Infallible>> {
+        self.dec.decode(bytes, self.lim.max_header_list_size as usize, |name, value, _sensitive| {
+            if name == b"priority" {
+                priority.get_or_insert_with(Priority::default).apply(value);
+            }
+            fields.push(name, value);
+            Ok(())
+        })
+    }
+
     /// Debug builds (the tests, the `h2_session` fuzz target): the block the memo answers for
     /// decodes, without changing the table, to the memo's fields and priority.
     #[cfg(debug_assertions)]
     fn check_memo(&mut self, bytes: &[u8], state: u64) {
         let mut fresh = Fields::default();
         let mut priority = None;
-        let decoded = self.dec.decode(bytes, self.lim.max_header_list_size as usize, |name, value, _| {
-            if name == b"priority" {
-                priority.get_or_insert_with(Priority::default).apply(value);
-            }
-            fresh.push(name, value);
-            Ok::<(), std::convert::Infallible>(())
-        });
+        let decoded = self.decode_request(bytes, &mut fresh, &mut priority);
         assert!(decoded.is_ok() && self.dec.state() == state, "a memo block changes the table");
         assert!(fresh.iter().eq(self.memo.fields.iter()), "a memo block decodes to other fields");
         assert_eq!(priority, self.memo.priority, "a memo block has another priority");
